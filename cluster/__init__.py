@@ -1,0 +1,1 @@
+"""The Ray layer: the only package that imports ray. Install with pip install \x27.[cluster]\x27."""

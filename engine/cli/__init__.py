@@ -1,0 +1,43 @@
+"""The ``toe`` command. Each subcommand lives in its own module with ``register(subparsers)``."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from engine.errors import EngineError
+
+# One module per command group; each defines register(subparsers) and sets args.func.
+COMMAND_MODULES = ("run", "store", "game24", "llm", "tree", "forecast")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="toe",
+        description="Batch engine for experience management in self-evolving LLM agents.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        importlib.import_module(f"engine.cli.{name}").register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except EngineError as exc:
+        print(f"toe: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("toe: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

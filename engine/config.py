@@ -1,0 +1,180 @@
+"""Typed, validated TOML configuration shared by every part of the engine.
+
+Each section is a frozen dataclass whose ``__post_init__`` validates its values
+and raises :class:`ConfigError`. :func:`from_dict` builds a (nested) dataclass
+from a plain dict, rejecting unknown keys with the list of valid ones, and
+coercing ints to floats where a float is declared. ``--set a.b=c`` overrides go
+through :func:`apply_overrides` before :func:`from_dict`, so they are validated
+exactly like the file.
+
+Example::
+
+    @dataclass(frozen=True)
+    class StoreConfig:
+        capacity: int = 1024
+        horizons: tuple[int, ...] = (10, 20, 40)
+
+        def __post_init__(self):
+            check(self.capacity > 0, f"store.capacity must be > 0, got {self.capacity}")
+
+    cfg = from_dict(StoreConfig, {"capacity": 10}, "store")
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import tomllib
+import types
+import typing
+from pathlib import Path
+from typing import Any, Mapping, Sequence, TypeVar
+
+from engine.errors import ConfigError
+
+T = TypeVar("T")
+
+
+def check(condition: bool, message: str) -> None:
+    """Raise :class:`ConfigError` with ``message`` unless ``condition`` holds."""
+    if not condition:
+        raise ConfigError(message)
+
+
+def load_toml(path: str | Path) -> dict[str, Any]:
+    """Read a TOML file into a dict, with an error naming the file on failure."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"config file {str(path)!r} does not exist")
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config file {str(path)!r} is not valid TOML: {exc}") from exc
+
+
+def parse_value(text: str) -> Any:
+    """Parse the right-hand side of ``--set key=value`` as a TOML value, else a string."""
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return text
+
+
+def apply_overrides(data: Mapping[str, Any], overrides: Sequence[str]) -> dict[str, Any]:
+    """Return a deep copy of ``data`` with ``["a.b=1", "c=x"]`` applied.
+
+    Values are parsed as TOML (``1``, ``0.5``, ``true``, ``[1, 2]``, ``"s"``);
+    anything that is not valid TOML is taken as a bare string.
+    """
+    out = _deepcopy(data)
+    for item in overrides:
+        if "=" not in item:
+            raise ConfigError(f"--set expects KEY=VALUE, got {item!r}")
+        key, _, raw = item.partition("=")
+        parts = [p for p in key.strip().split(".")]
+        if not all(parts):
+            raise ConfigError(f"--set key {key!r} has an empty component")
+        node = out
+        for part in parts[:-1]:
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise ConfigError(f"--set {key}: {part!r} is a value, not a section")
+            node = child
+        node[parts[-1]] = parse_value(raw.strip())
+    return out
+
+
+def _deepcopy(data: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: _deepcopy(v) if isinstance(v, Mapping) else v for k, v in data.items()}
+
+
+def from_dict(cls: type[T], data: Mapping[str, Any] | None, where: str = "") -> T:
+    """Build dataclass ``cls`` from ``data``; unknown keys and bad types raise ConfigError."""
+    data = {} if data is None else data
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{where or cls.__name__} must be a table, got {type(data).__name__}")
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    unknown = sorted(set(data) - set(fields))
+    if unknown:
+        raise ConfigError(
+            f"unknown key(s) {', '.join(repr(u) for u in unknown)} in "
+            f"[{where or cls.__name__}]; valid keys: {', '.join(sorted(fields))}"
+        )
+    hints = typing.get_type_hints(cls)
+    kwargs = {}
+    for name, value in data.items():
+        kwargs[name] = _coerce(value, hints[name], f"{where}.{name}" if where else name)
+    try:
+        return cls(**kwargs)
+    except TypeError as exc:
+        raise ConfigError(f"[{where or cls.__name__}]: {exc}") from exc
+
+
+def to_dict(obj: Any) -> Any:
+    """Plain-dict form of a (nested) config dataclass, for logs and summary files."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: to_dict(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, tuple):
+        return [to_dict(v) for v in obj]
+    return obj
+
+
+def _coerce(value: Any, tp: Any, where: str) -> Any:
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if tp is Any:
+        return value
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        errors = []
+        for arg in args:
+            if arg is type(None):
+                continue
+            try:
+                return _coerce(value, arg, where)
+            except ConfigError as exc:
+                errors.append(str(exc))
+        raise ConfigError(errors[0] if len(errors) == 1 else f"{where}: {value!r} matches none of {tp}")
+    if origin is typing.Literal:
+        if value not in args:
+            raise ConfigError(f"{where} must be one of {', '.join(map(repr, args))}, got {value!r}")
+        return value
+    if dataclasses.is_dataclass(tp):
+        return from_dict(tp, value, where)
+    if origin in (tuple, list):
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{where} must be a list, got {value!r}")
+        if origin is tuple and len(args) == 2 and args[1] is Ellipsis:
+            return tuple(_coerce(v, args[0], f"{where}[{i}]") for i, v in enumerate(value))
+        if origin is tuple and args:
+            if len(args) != len(value):
+                raise ConfigError(f"{where} must have {len(args)} items, got {len(value)}")
+            return tuple(_coerce(v, a, f"{where}[{i}]") for i, (v, a) in enumerate(zip(args, value)))
+        inner = args[0] if args else Any
+        seq = [_coerce(v, inner, f"{where}[{i}]") for i, v in enumerate(value)]
+        return tuple(seq) if origin is tuple else seq
+    if origin is dict:
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"{where} must be a table, got {value!r}")
+        return dict(value)
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{where} must be true or false, got {value!r}")
+        return value
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{where} must be an integer, got {value!r}")
+        return value
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{where} must be a number, got {value!r}")
+        if not math.isfinite(value):
+            raise ConfigError(f"{where} must be finite, got {value!r}")
+        return float(value)
+    if tp is str:
+        if not isinstance(value, str):
+            raise ConfigError(f"{where} must be a string, got {value!r}")
+        return value
+    return value

@@ -1,0 +1,147 @@
+"""The one batched LLM interface every method uses.
+
+A method builds a list of :class:`Request` (all prompts of one step, across all
+episodes in flight) and calls ``backend.generate(requests)`` once. Each request
+gets one :class:`Response` holding its ``n`` completions. A *call* is one
+request, whatever its ``n``; :class:`Usage` counts calls, samples and tokens,
+and methods keep one ``Usage`` per episode by passing ``episode`` ids.
+
+Backends implement :class:`LLMBackend` (a Protocol): ``name``, ``model`` and
+``generate``. Methods never know which backend they have.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol, Sequence, runtime_checkable
+
+from engine.errors import InputError
+
+Message = dict  # {"role": "system"|"user"|"assistant"|"tool", "content": str, ...}
+
+
+@dataclass(frozen=True)
+class Request:
+    """One prompt (or chat) with its sampling parameters.
+
+    Exactly one of ``prompt`` and ``messages`` is set. ``episode`` tags the
+    request for per-episode accounting and is not sent to the model.
+    """
+
+    prompt: str | None = None
+    messages: tuple[Message, ...] | None = None
+    n: int = 1
+    temperature: float = 0.7
+    top_p: float = 1.0
+    max_tokens: int = 256
+    stop: tuple[str, ...] = ()
+    seed: int | None = None
+    episode: str | None = None
+
+    def __post_init__(self):
+        if (self.prompt is None) == (self.messages is None):
+            raise InputError("Request needs exactly one of prompt= and messages=")
+        if self.messages is not None and not isinstance(self.messages, tuple):
+            object.__setattr__(self, "messages", tuple(self.messages))
+        if isinstance(self.stop, (list, str)):
+            object.__setattr__(self, "stop", (self.stop,) if isinstance(self.stop, str) else tuple(self.stop))
+        if self.n < 1:
+            raise InputError(f"Request.n must be >= 1, got {self.n}")
+        if not 0.0 <= self.temperature <= 5.0:
+            raise InputError(f"Request.temperature must be in [0, 5], got {self.temperature}")
+        if not 0.0 < self.top_p <= 1.0:
+            raise InputError(f"Request.top_p must be in (0, 1], got {self.top_p}")
+        if self.max_tokens < 1:
+            raise InputError(f"Request.max_tokens must be >= 1, got {self.max_tokens}")
+
+
+@dataclass(frozen=True)
+class Completion:
+    """One sampled continuation, returned as the model wrote it (possibly empty or malformed)."""
+
+    text: str
+    completion_tokens: int
+    finish_reason: str = "stop"  # "stop" | "length" | "error"
+
+
+@dataclass(frozen=True)
+class Response:
+    """The ``n`` completions of one request, with token counts and wall latency."""
+
+    completions: tuple[Completion, ...]
+    prompt_tokens: int
+    latency_s: float
+    backend: str
+    model: str
+
+    @property
+    def texts(self) -> list[str]:
+        return [c.text for c in self.completions]
+
+    @property
+    def completion_tokens(self) -> int:
+        return sum(c.completion_tokens for c in self.completions)
+
+
+@runtime_checkable
+class LLMBackend(Protocol):
+    """What every backend provides. ``generate`` returns one Response per Request, in order."""
+
+    name: str  # "vllm" | "openai" | "local" | "replay" | "simulated" | ...
+    model: str
+
+    def generate(self, requests: Sequence[Request]) -> list[Response]: ...
+
+
+@dataclass
+class Usage:
+    """Counts of calls (requests), samples (completions) and tokens."""
+
+    calls: int = 0
+    samples: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_s: float = 0.0
+
+    def add(self, response: Response) -> None:
+        self.calls += 1
+        self.samples += len(response.completions)
+        self.prompt_tokens += response.prompt_tokens
+        self.completion_tokens += response.completion_tokens
+        self.latency_s += response.latency_s
+
+
+@dataclass
+class UsageMeter:
+    """Totals plus a per-episode breakdown keyed by ``Request.episode``."""
+
+    total: Usage = field(default_factory=Usage)
+    per_episode: dict[str, Usage] = field(default_factory=dict)
+
+    def record(self, requests: Sequence[Request], responses: Sequence[Response]) -> None:
+        for req, resp in zip(requests, responses):
+            self.total.add(resp)
+            if req.episode is not None:
+                self.per_episode.setdefault(req.episode, Usage()).add(resp)
+
+
+class MeteredBackend:
+    """Wraps any backend and counts its usage; behaves as the backend it wraps."""
+
+    def __init__(self, backend: LLMBackend):
+        self.backend = backend
+        self.name = backend.name
+        self.model = backend.model
+        self.meter = UsageMeter()
+
+    def generate(self, requests: Sequence[Request]) -> list[Response]:
+        requests = list(requests)
+        if not requests:
+            return []
+        responses = self.backend.generate(requests)
+        if len(responses) != len(requests):
+            raise AssertionError(
+                f"backend {self.name} returned {len(responses)} responses for {len(requests)} requests"
+            )
+        self.meter.record(requests, responses)
+        return responses
