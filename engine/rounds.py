@@ -1,0 +1,69 @@
+"""The round contract between self-evolving methods and executors.
+
+Self-evolving methods are sequential by nature: episode t uses what episodes
+before it learned. To run them in parallel with reproducible results, episodes
+run in *rounds* of ``round_size``:
+
+1. the executor takes a read-only :meth:`Method.snapshot` of the experience
+   (a dict of NumPy arrays: zero-copy through Ray's object store);
+2. it splits the round's episodes over workers; each worker calls
+   :meth:`Method.run_episodes` on its share with that snapshot and its own LLM
+   backend. The result of an episode depends only on the snapshot, the episode
+   and its seed, never on which other episodes share the call or the worker;
+3. at the barrier the executor calls :meth:`Method.apply` with every result of
+   the round, sorted by ``episode_id``; updates are keyed by episode id and
+   applied exactly once.
+
+Round size 1 is exactly the sequential run. Within a round, episodes do not see
+each other's experience (staleness of at most ``round_size - 1`` episodes).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Protocol, Sequence
+
+import numpy as np
+
+from engine.llm.base import LLMBackend
+
+Snapshot = Mapping[str, np.ndarray]
+
+
+@dataclass(frozen=True)
+class Episode:
+    """One task instance in the stream. ``episode_id`` is its position in the stream."""
+
+    episode_id: int
+    payload: Any  # task-specific: a puzzle, a news day, a question
+    seed: int
+    phase: str = "test"  # e.g. "warmup" | "test"
+
+
+@dataclass
+class EpisodeResult:
+    """What one episode produced: a metrics record and its experience updates as arrays."""
+
+    episode_id: int
+    record: dict[str, Any]
+    updates: dict[str, np.ndarray] = field(default_factory=dict)
+
+
+class Method(Protocol):
+    """A method on a benchmark (ToT, ToT+ToE, a baseline...), seen by an executor."""
+
+    name: str
+
+    def snapshot(self) -> dict[str, np.ndarray]:
+        """Read-only arrays holding all experience the episodes of a round may read."""
+        ...
+
+    def run_episodes(
+        self, snapshot: Snapshot, episodes: Sequence[Episode], llm: LLMBackend
+    ) -> list[EpisodeResult]:
+        """Run ``episodes`` against ``snapshot``, batching all LLM prompts of a step into one call."""
+        ...
+
+    def apply(self, results: Sequence[EpisodeResult]) -> None:
+        """Apply one round's updates, in the given (episode id) order. Called once per round."""
+        ...
