@@ -1,23 +1,48 @@
 """Executors run a :class:`~engine.rounds.Method` over a stream of episodes in rounds.
 
-This module holds the executor interface and the local (no Ray) executor, the
-embedded default. ``cluster/`` provides the Ray executor with the same
-interface. See :mod:`engine.rounds` for the round semantics.
+This module holds the executor interface, the round loop every executor shares
+(rounds, barrier, exactly-once bookkeeping, atomic checkpoints and resume,
+throughput statistics) and the local (no Ray) executor, the embedded default.
+``cluster/`` provides the Ray executor with the same interface; pick one with
+:func:`make_executor`. See :mod:`engine.rounds` for the round semantics.
+
+Usage (what a runner does)::
+
+    executor = make_executor(options)               # engine.tasks.RunOptions
+    with progress_bar(len(episodes), enabled=options.progress) as bar:
+        results = executor.run(method, episodes, llm_factory, round_size=8,
+                               progress=bar.update, checkpoint_dir=out / "checkpoint")
+    executor.stats                                  # per-worker episodes/s, LLM calls, overheads
+    executor.close()
+
+``llm_factory`` is called once per worker (in the worker's process for Ray), so
+it must be picklable for Ray: a top-level class or ``functools.partial``.
 """
 
 from __future__ import annotations
 
-from typing import Callable, Iterable, Protocol, Sequence
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator, Protocol, Sequence
 
-from engine.errors import ConfigError
-from engine.llm.base import LLMBackend
-from engine.rounds import Episode, EpisodeResult, Method
+import numpy as np
+
+from engine.checkpoint import (
+    Cursor, RoundCheckpoints, fingerprint, load_method_state, save_method_state, state_dir,
+)
+from engine.errors import ConfigError, InputError, MissingExtraError
+from engine.llm.base import LLMBackend, MeteredBackend
+from engine.rounds import Episode, EpisodeResult, Method, Snapshot
 
 LLMFactory = Callable[[], LLMBackend]
 ProgressFn = Callable[[int], None]  # called with the number of episodes just finished
 
 
 class Executor(Protocol):
+    name: str
+    stats: dict[str, Any]
+
     def run(
         self,
         method: Method,
@@ -25,7 +50,13 @@ class Executor(Protocol):
         llm_factory: LLMFactory,
         round_size: int = 1,
         progress: ProgressFn | None = None,
+        *,
+        checkpoint_dir: str | Path | None = None,
+        resume: bool = True,
+        run_key: str = "",
     ) -> list[EpisodeResult]: ...
+
+    def close(self) -> None: ...
 
 
 def rounds(episodes: Sequence[Episode], round_size: int) -> Iterable[list[Episode]]:
@@ -36,21 +67,254 @@ def rounds(episodes: Sequence[Episode], round_size: int) -> Iterable[list[Episod
         yield list(episodes[start : start + round_size])
 
 
-class LocalExecutor:
-    """Runs every round in this process with one LLM backend."""
+def freeze(snapshot: Snapshot) -> dict[str, np.ndarray]:
+    """Mark every array of a snapshot read-only, as Ray's object store does (same errors on both executors)."""
+    out = {}
+    for key, arr in snapshot.items():
+        arr = np.asarray(arr)
+        if arr.flags.writeable:
+            arr = arr.view()
+            arr.flags.writeable = False
+        out[key] = arr
+    return out
+
+
+def check_round_results(method_name: str, batch: Sequence[Episode], results: Sequence[EpisodeResult]
+                        ) -> list[EpisodeResult]:
+    """Sort a round's results by episode id and check there is exactly one per episode of the round."""
+    out = sorted(results, key=lambda r: r.episode_id)
+    got = [r.episode_id for r in out]
+    want = [e.episode_id for e in batch]
+    if got != want:
+        raise AssertionError(
+            f"{method_name} returned results for episodes {got[:10]}, expected {want[:10]} (one per episode)"
+        )
+    return out
+
+
+def _check_episodes(episodes: Sequence[Episode]) -> None:
+    ids = np.array([e.episode_id for e in episodes], dtype=np.int64)
+    if ids.size and (np.diff(ids) <= 0).any():
+        i = int(np.flatnonzero(np.diff(ids) <= 0)[0])
+        raise InputError(
+            f"episodes must have strictly increasing episode_id (updates are keyed by it); "
+            f"got {ids[i]} then {ids[i + 1]} at positions {i}, {i + 1}"
+        )
+
+
+@contextmanager
+def progress_bar(total: int, enabled: bool = True, desc: str = "episodes", **tqdm_kwargs) -> Iterator[Any]:
+    """A tqdm bar over all episodes of a run (all workers); its ``update`` is a :data:`ProgressFn`."""
+    from tqdm.auto import tqdm
+
+    bar = tqdm(total=total, desc=desc, unit="ep", disable=not enabled, dynamic_ncols=True, **tqdm_kwargs)
+    try:
+        yield bar
+    finally:
+        bar.close()
+
+
+class RoundLoop:
+    """The executor-independent round loop; subclasses say where episodes run and where updates land.
+
+    Per round: ``_run_round`` returns the round's results (any order), the loop
+    checks one result per episode, ``_apply`` applies them at the barrier in
+    episode order (and writes the method state into the staging folder when
+    checkpointing), then the loop commits the checkpoint. Episode ids already
+    applied are refused, so an update is never applied twice.
+    """
+
+    name = "base"
+
+    def __init__(self, checkpoint_every: int = 1):
+        if checkpoint_every < 1:
+            raise ConfigError(f"checkpoint_every must be >= 1, got {checkpoint_every}")
+        self.checkpoint_every = checkpoint_every
+        self.stats: dict[str, Any] = {}
+        self.rounds_done = 0  # live cursor, readable from another thread
+
+    # -- subclass hooks --------------------------------------------------------------------------
+    def _start(self, method: Method, llm_factory: LLMFactory, cursor: Cursor | None) -> None: ...
+
+    def _run_round(self, index: int, batch: list[Episode], progress: ProgressFn | None
+                   ) -> list[EpisodeResult]: ...
+
+    def _apply(self, index: int, results: list[EpisodeResult], staging: Path | None) -> None: ...
+
+    def _finish(self, method: Method, ok: bool) -> None: ...
+
+    def _shards(self, method: Method) -> int:
+        return 1
+
+    def _worker_stats(self) -> list[dict[str, Any]]:
+        return []
+
+    # -- the loop --------------------------------------------------------------------------------
+    def run(self, method, episodes, llm_factory, round_size=1, progress=None, *,
+            checkpoint_dir=None, resume=True, run_key=""):
+        episodes = list(episodes)
+        _check_episodes(episodes)
+        batches = list(rounds(episodes, round_size))
+        ckpt = cursor = None
+        if checkpoint_dir is not None:
+            shards = self._shards(method)
+            ckpt = RoundCheckpoints(checkpoint_dir, fingerprint(method.name, episodes, round_size, shards, run_key),
+                                    shards)
+            if resume:
+                cursor = ckpt.latest()
+            if cursor is None:
+                ckpt.reset()
+        results: list[EpisodeResult] = []
+        uncommitted: list[EpisodeResult] = []  # results of the rounds since the last checkpoint
+        applied: set[int] = set()
+        first = 0
+        if cursor is not None:
+            results = ckpt.load_results(cursor)
+            applied = {r.episode_id for r in results}
+            first = cursor.rounds_done
+            want = [e.episode_id for b in batches[:first] for e in b]
+            if cursor.applied.tolist() != want:
+                raise AssertionError("checkpoint cursor does not match the episode stream")
+            if progress is not None and cursor.episodes_done:
+                progress(cursor.episodes_done)
+        self.rounds_done = first
+        timing = {"round_s": [], "apply_s": [], "checkpoint_s": [], "compute_s": []}
+        t_run = time.perf_counter()
+        ok = False
+        self._start(method, llm_factory, cursor)
+        try:
+            for index in range(first, len(batches)):
+                batch = batches[index]
+                t0 = time.perf_counter()
+                self._round_compute = 0.0
+                out = check_round_results(method.name, batch, self._run_round(index, batch, progress))
+                dup = applied.intersection(r.episode_id for r in out)
+                if dup:
+                    raise AssertionError(f"episodes {sorted(dup)[:10]} were already applied; refusing to apply twice")
+                last = index == len(batches) - 1
+                save = ckpt is not None and ((index + 1) % self.checkpoint_every == 0 or last)
+                staging = ckpt.staging(index + 1) if save else None
+                t1 = time.perf_counter()
+                self._apply(index, out, staging)
+                t2 = time.perf_counter()
+                applied.update(r.episode_id for r in out)
+                results.extend(out)
+                uncommitted.extend(out)
+                if save:
+                    ckpt.commit(staging, index + 1, uncommitted, np.array([r.episode_id for r in results], np.int64))
+                    uncommitted = []
+                t3 = time.perf_counter()
+                self.rounds_done = index + 1
+                timing["round_s"].append(t3 - t0)
+                timing["apply_s"].append(t2 - t1)
+                timing["checkpoint_s"].append(t3 - t2)
+                timing["compute_s"].append(self._round_compute)
+            ok = True
+        finally:
+            self._finish(method, ok)
+            self._record_stats(timing, time.perf_counter() - t_run, first, len(results))
+        return results
+
+    def _record_stats(self, timing: dict[str, list[float]], wall: float, first: int, n_results: int) -> None:
+        n = len(timing["round_s"])
+        mean = (lambda xs: float(np.mean(xs)) if xs else 0.0)
+        overhead = [r - a - c - k for r, a, c, k in
+                    zip(timing["round_s"], timing["apply_s"], timing["compute_s"], timing["checkpoint_s"])]
+        ran = sum(w["episodes"] for w in self._worker_stats())
+        self.stats = {
+            "executor": self.name,
+            "rounds": n,
+            "resumed_at_round": first,
+            "episodes": n_results,
+            "episodes_run": ran,
+            "wall_s": wall,
+            "episodes_per_s": ran / wall if wall > 0 else 0.0,
+            "round_s": mean(timing["round_s"]),
+            "round_overhead_s": mean(overhead),  # round wall - slowest worker's compute - barrier - checkpoint
+            "barrier_apply_s": mean(timing["apply_s"]),
+            "checkpoint_s": mean(timing["checkpoint_s"]),
+            "workers": self._worker_stats(),
+        }
+
+    def close(self) -> None:
+        """Release what the executor holds (nothing for the local executor)."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def worker_stats(name: str, episodes: int, busy_s: float, llm_calls: int, retried: int = 0) -> dict[str, Any]:
+    """One worker's throughput record, as it appears in ``executor.stats["workers"]``."""
+    return {"worker": name, "episodes": episodes, "busy_s": busy_s,
+            "episodes_per_s": episodes / busy_s if busy_s > 0 else 0.0, "llm_calls": llm_calls,
+            "retried_chunks": retried}
+
+
+class LocalExecutor(RoundLoop):
+    """Runs every round in this process with one LLM backend (the embedded default)."""
 
     name = "local"
 
-    def run(self, method, episodes, llm_factory, round_size=1, progress=None):
-        llm = llm_factory()
-        results: list[EpisodeResult] = []
-        for batch in rounds(episodes, round_size):
-            snap = method.snapshot()
-            out = sorted(method.run_episodes(snap, batch, llm), key=lambda r: r.episode_id)
-            if [r.episode_id for r in out] != [e.episode_id for e in batch]:
-                raise AssertionError(f"{method.name} returned results for the wrong episodes")
-            method.apply(out)
-            results.extend(out)
-            if progress is not None:
-                progress(len(batch))
-        return results
+    def _start(self, method, llm_factory, cursor):
+        self._method = method
+        self._llm = MeteredBackend(llm_factory())
+        self._episodes = 0
+        self._busy = 0.0
+        if cursor is not None:
+            load_method_state(method, cursor.state_dir())
+
+    def _run_round(self, index, batch, progress):
+        t0 = time.perf_counter()
+        snap = freeze(self._method.snapshot())
+        out = self._method.run_episodes(snap, batch, self._llm)
+        dt = time.perf_counter() - t0
+        self._round_compute = dt
+        self._busy += dt
+        self._episodes += len(batch)
+        if progress is not None:
+            progress(len(batch))
+        return out
+
+    def _apply(self, index, results, staging):
+        self._method.apply(results)
+        if staging is not None:
+            save_method_state(self._method, state_dir(staging))
+
+    def _finish(self, method, ok):
+        self._method = None
+
+    def _worker_stats(self):
+        if not hasattr(self, "_llm"):
+            return []
+        return [worker_stats("local-0", self._episodes, self._busy, self._llm.meter.total.calls)]
+
+
+def make_executor(options, **kwargs) -> RoundLoop:
+    """The executor ``toe run --executor local|ray [--workers N] [--address ADDR]`` asks for.
+
+    ``options`` is an :class:`engine.tasks.RunOptions`; ``kwargs`` go to the
+    executor's constructor (e.g. ``checkpoint_every``, or for Ray
+    ``num_gpus_per_worker``, ``store_shards``).
+    """
+    kind = getattr(options, "executor", None)
+    workers = getattr(options, "workers", 1)
+    if not isinstance(workers, int) or workers < 1:
+        raise ConfigError(f"workers must be an integer >= 1, got {workers!r}")
+    if kind == "local":
+        if workers != 1:
+            raise ConfigError(f"the local executor runs one worker; got --workers {workers} (use --executor ray)")
+        if getattr(options, "address", None):
+            raise ConfigError("--address is a Ray cluster address; it needs --executor ray")
+        return LocalExecutor(**kwargs)
+    if kind == "ray":
+        try:
+            from cluster.ray_executor import RayExecutor
+        except ModuleNotFoundError as exc:
+            if exc.name and (exc.name == "ray" or exc.name.startswith("ray.")):
+                raise MissingExtraError("ray", "cluster") from exc
+            raise
+        return RayExecutor(workers=workers, address=getattr(options, "address", None), **kwargs)
+    raise ConfigError(f"executor must be 'local' or 'ray', got {kind!r}")

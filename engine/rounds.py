@@ -21,6 +21,7 @@ each other's experience (staleness of at most ``round_size - 1`` episodes).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Mapping, Protocol, Sequence
 
 import numpy as np
@@ -67,3 +68,40 @@ class Method(Protocol):
     def apply(self, results: Sequence[EpisodeResult]) -> None:
         """Apply one round's updates, in the given (episode id) order. Called once per round."""
         ...
+
+
+# --- Optional hooks (an executor checks for them with ``hasattr``) -------------------------
+
+
+class Checkpointable(Protocol):
+    """A method whose experience (store, feedback ledger...) can be saved between rounds.
+
+    Executors write the state into a fresh staging folder and commit it atomically
+    together with the round cursor, so ``save_state`` only writes files under
+    ``directory`` (it need not fsync or rename). ``load_state`` reads what
+    ``save_state`` wrote into a method built from the same config. A method
+    without these hooks is checkpointed by pickling its ``__dict__``
+    (see :mod:`engine.checkpoint`).
+    """
+
+    def save_state(self, directory: Path) -> None: ...
+
+    def load_state(self, directory: Path) -> None: ...
+
+
+class Shardable(Protocol):
+    """A method whose experience splits by subtree across several store owners.
+
+    ``split(count)`` returns ``count`` methods; shard ``k`` holds the subtrees
+    with ``subtree_id % count == k`` and its ``apply`` applies only the update
+    rows that touch its subtrees (every round's results go to every shard).
+    ``merge_snapshots`` rebuilds the snapshot of the whole store from the
+    shards' snapshots (equal to what the unsharded ``snapshot()`` returns), and
+    ``join`` sets this method's experience from its shards at the end of a run.
+    """
+
+    def split(self, count: int) -> list["Method"]: ...
+
+    def merge_snapshots(self, parts: Sequence[Snapshot]) -> dict[str, np.ndarray]: ...
+
+    def join(self, shards: Sequence["Method"]) -> None: ...

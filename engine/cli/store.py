@@ -1,5 +1,139 @@
-"""`toe store ...` subcommands (not yet implemented in this checkout)."""
+"""``toe store import|export|apply|show``: the experience store from the command line."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from engine.errors import InputError
 
 
 def register(subparsers) -> None:
-    """Add this module's subcommands to the `toe` parser."""
+    """Add ``toe store ...`` to the ``toe`` parser."""
+    p = subparsers.add_parser("store", help="import, export, update and inspect an experience store")
+    sub = p.add_subparsers(dest="store_command", metavar="SUBCOMMAND")
+    p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
+
+    imp = sub.add_parser("import", help="build a store from a path CSV (industry, factor, ..., q_h10, ..., recall, hit, eid)")
+    imp.add_argument("csv", type=Path, metavar="PATHS.csv")
+    imp.add_argument("directory", type=Path, metavar="DIR")
+    imp.add_argument("--q0", type=float, default=1.0, help="neutral prior (bounds [0, 2*q0]); default 1")
+    imp.add_argument("--eta", type=float, default=10.0, help="formula learning rate; default 10")
+    imp.set_defaults(func=_import)
+
+    exp = sub.add_parser("export", help="write a store's paths as a path CSV")
+    exp.add_argument("directory", type=Path, metavar="DIR")
+    exp.add_argument("csv", type=Path, metavar="PATHS.csv")
+    exp.set_defaults(func=_export)
+
+    app = sub.add_parser("apply", help="apply a Parquet file of updates (eid, r_<horizon>...) in row order and save")
+    app.add_argument("--store", type=Path, required=True, metavar="DIR")
+    app.add_argument("--updates", type=Path, required=True, metavar="FILE.parquet")
+    app.add_argument("--rule", choices=("formula", "asymmetric", "binary"), default="formula")
+    app.add_argument("--eta", type=float, default=None, help="formula learning rate (default: the store's)")
+    app.add_argument("--q0", type=float, default=None, help="neutral prior (default: the store's)")
+    app.add_argument("--eta-task", type=float, default=None, help="asymmetric decay in [0, 1] (default: the store's)")
+    app.set_defaults(func=_apply)
+
+    show = sub.add_parser("show", help="print size, depth, counts and per-horizon reliability histograms")
+    show.add_argument("directory", type=Path, metavar="DIR")
+    show.add_argument("--bins", type=int, default=10)
+    show.set_defaults(func=_show)
+
+
+def _import(args) -> int:
+    from engine.store.pathcsv import read_path_csv
+
+    store, renumbered = read_path_csv(args.csv, q0=args.q0, eta=args.eta)
+    ck = store.save(args.directory)
+    note = " (CSV eids renumbered to 0..n-1 in eid order)" if renumbered else ""
+    print(f"imported {store.n_experiences} paths, {store.n_nodes - 1} nodes into {ck}{note}")
+    return 0
+
+
+def _export(args) -> int:
+    from engine.store import ExperienceStore
+    from engine.store.pathcsv import write_path_csv
+
+    n = write_path_csv(ExperienceStore.load(args.directory), args.csv)
+    print(f"exported {n} paths to {args.csv}")
+    return 0
+
+
+def read_updates(path: Path, horizons) -> tuple[np.ndarray, np.ndarray]:
+    """``(eids i8[b], rewards f8[b, H])`` from a Parquet file with columns eid, r_<horizon>..."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    if not path.is_file():
+        raise InputError(f"updates file {path} does not exist")
+    try:
+        table = pq.read_table(path)
+    except (pa.ArrowException, OSError) as exc:
+        raise InputError(f"updates file {path} is not a readable Parquet file: {exc}") from exc
+    want = ["eid"] + [f"r_{h}" for h in horizons]
+    missing = [c for c in want if c not in table.column_names]
+    if missing:
+        raise InputError(f"updates file {path} lacks column(s) {', '.join(missing)}; expected {', '.join(want)}")
+    extra = [c for c in table.column_names if c not in want]
+    if extra:
+        raise InputError(f"updates file {path} has unexpected column(s) {', '.join(extra)}; "
+                         f"the store's horizons are {list(horizons)} (expected {', '.join(want)})")
+    for c in want:
+        if table.column(c).null_count:
+            raise InputError(f"updates file {path}: column {c} has missing values")
+    eids = table.column("eid").to_numpy()
+    if eids.dtype.kind not in "iu":
+        raise InputError(f"updates file {path}: column eid must be integer, got {eids.dtype}")
+    rewards = np.stack([table.column(f"r_{h}").to_numpy() for h in horizons], axis=1) if table.num_rows else np.zeros((0, len(horizons)))
+    if rewards.dtype.kind not in "iuf":
+        raise InputError(f"updates file {path}: r_ columns must be numeric, got {rewards.dtype}")
+    return eids, rewards
+
+
+def _apply(args) -> int:
+    from engine.store import ExperienceStore
+
+    store = ExperienceStore.load(args.store)
+    eids, rewards = read_updates(args.updates, store.horizons)
+    store.update(eids, rewards, args.rule, eta=args.eta, q0=args.q0, eta_task=args.eta_task)
+    ck = store.save(args.store)
+    print(f"applied {len(eids)} {args.rule} updates; saved {ck}")
+    return 0
+
+
+def _histogram(values: np.ndarray, lo: float, hi: float, bins: int, width: int = 40) -> list[str]:
+    counts, edges = np.histogram(values, bins=bins, range=(lo, hi))
+    top = max(int(counts.max()) if counts.size else 0, 1)
+    return [f"    [{edges[i]:6.3f}, {edges[i + 1]:6.3f}{']' if i == bins - 1 else ')'} {int(c):>10d} "
+            f"{'#' * int(round(width * c / top))}" for i, c in enumerate(counts)]
+
+
+def _show(args) -> int:
+    from engine.store import ExperienceStore
+
+    if args.bins < 1:
+        raise InputError(f"--bins must be >= 1, got {args.bins}")
+    st = ExperienceStore.load(args.directory)
+    depth = st.node_column("depth")
+    nb = st.nbytes()
+    out = [
+        f"store {args.directory}",
+        f"  experiences {st.n_experiences}, nodes {st.n_nodes - 1} (+ root), horizons {list(st.horizons)}",
+        f"  depth: max {int(depth.max()) if depth.size else 0} of L={st.depth}; nodes per level: "
+        + ", ".join(f"{name}={int((depth == i + 1).sum())}" for i, name in enumerate(st.levels)),
+        f"  recall total {int(st.recall.sum())}, hit total {int(st.hit.sum())}; "
+        f"ledger {len(st.ledger)} entries ({st.ledger.n_pending} pending)",
+        f"  memory {(nb['experiences'] + nb['nodes'] + nb['tables']) / 2**20:.1f} MiB; q0={st.q0}, "
+        f"bounds [{st.q_min}, {st.q_max}], eta={st.eta}",
+    ]
+    rel = st.reliability
+    for j, h in enumerate(st.horizons):
+        col = rel[:, j]
+        stats = f"mean {col.mean():.4f}" if col.size else "empty"
+        out.append(f"  reliability q_{h} ({stats}):")
+        out.extend(_histogram(col, st.q_min, st.q_max, args.bins))
+    print("\n".join(out), file=sys.stdout)
+    return 0

@@ -1,0 +1,215 @@
+"""The Ray executor: a round's episodes sharded over worker actors, updates applied by store owners.
+
+Same interface and same results as :class:`engine.executor.LocalExecutor` at the
+same round size, whatever the number of workers (see :mod:`engine.rounds`).
+Per round:
+
+1. every store owner's ``snapshot()`` is called; the driver keeps only the
+   ObjectRefs (the arrays stay in Ray's object store, put there once);
+2. the round is cut into contiguous shares (``chunks_per_worker`` per worker)
+   dispatched through :class:`cluster.workers.EpisodePool` (``ray.util.ActorPool``
+   conventions); each worker gets the snapshot refs as top-level arguments, so
+   Ray hands it read-only, zero-copy NumPy views of the shared memory;
+3. the driver collects the results (a share lost with its worker is rerun on
+   another), sorts them by episode id, ``ray.put``s them once and every store
+   owner applies them in that order and writes its state into the round's
+   checkpoint staging folder; the driver then commits the checkpoint.
+
+At the end the driver's ``method`` takes the store owners' state (``join`` for
+several shards), so it ends exactly as after a local run.
+
+Failure semantics: a worker killed mid-round is restarted by Ray
+(``max_restarts``) and its share is rerun elsewhere (``max_attempts``); a
+killed driver takes its actors with it and resumes from the last checkpoint
+(``checkpoint_dir`` given again); a store owner that dies fails the run, which
+then resumes from the last checkpoint.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import time
+from typing import Any
+
+import numpy as np
+import ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+from cluster.store_actors import StoreOwner
+from cluster.workers import EpisodePool, EpisodeWorker
+from engine.errors import ConfigError
+from engine.executor import RoundLoop, worker_stats
+
+
+def _run_share(method_ref, snapshot_refs, actor, episodes):
+    return actor.run.remote([method_ref], episodes, *snapshot_refs)
+
+
+class RayExecutor(RoundLoop):
+    """Rounds of episodes over ``workers`` Ray actors, each owning one LLM backend.
+
+    Args:
+        workers: number of episode workers (one LLM backend each).
+        address: Ray cluster address (``ray start --head`` prints it); None starts
+            a local cluster unless Ray is already initialised in this process.
+        num_cpus_per_worker, num_gpus_per_worker: each worker's resources. On a GPU
+            cluster with vLLM use ``num_gpus_per_worker=1`` (one engine per GPU).
+        store_shards: store owners; > 1 needs a :class:`engine.rounds.Shardable` method.
+        chunks_per_worker: shares per worker per round (more: better balance, smaller LLM batches).
+        max_restarts: restarts Ray grants a dead worker; max_attempts: tries per share.
+        init_kwargs: extra ``ray.init`` keywords when this executor starts Ray.
+    """
+
+    name = "ray"
+
+    def __init__(self, workers: int = 1, address: str | None = None, *, num_cpus_per_worker: float = 1.0,
+                 num_gpus_per_worker: float = 0.0, store_shards: int = 1, chunks_per_worker: int = 1,
+                 max_restarts: int = 2, max_attempts: int = 3, init_kwargs: dict | None = None,
+                 checkpoint_every: int = 1):
+        super().__init__(checkpoint_every)
+        for key, value, low in (("workers", workers, 1), ("store_shards", store_shards, 1),
+                                ("chunks_per_worker", chunks_per_worker, 1), ("max_restarts", max_restarts, 0),
+                                ("max_attempts", max_attempts, 1)):
+            if not isinstance(value, int) or isinstance(value, bool) or value < low:
+                raise ConfigError(f"{key} must be an integer >= {low}, got {value!r}")
+        if num_cpus_per_worker < 0 or num_gpus_per_worker < 0:
+            raise ConfigError(f"worker resources must be >= 0, got num_cpus_per_worker={num_cpus_per_worker}, "
+                              f"num_gpus_per_worker={num_gpus_per_worker}")
+        self.n_workers = workers
+        self.address = address
+        self.num_cpus_per_worker = num_cpus_per_worker
+        self.num_gpus_per_worker = num_gpus_per_worker
+        self.store_shards = store_shards
+        self.chunks_per_worker = chunks_per_worker
+        self.max_restarts = max_restarts
+        self.max_attempts = max_attempts
+        self.init_kwargs = dict(init_kwargs or {})
+        self._owns_ray = False
+        self.workers: list = []  # EpisodeWorker handles, kept across runs
+        self.stores: list = []  # StoreOwner handles, kept across runs
+        self._active_stores: list = []
+        self._llm_factory = None
+
+    # -- Ray lifecycle ---------------------------------------------------------------------------
+    def _ensure_ray(self) -> None:
+        if ray.is_initialized():
+            return
+        kwargs = {"include_dashboard": False, "log_to_driver": True, **self.init_kwargs}
+        ray.init(address=self.address, **kwargs)
+        self._owns_ray = True
+
+    def close(self) -> None:
+        """Kill the executor's actors, and shut Ray down if this executor started it."""
+        self._kill(self.workers + self.stores)
+        self.workers, self.stores, self._llm_factory = [], [], None
+        if self._owns_ray and ray.is_initialized():
+            ray.shutdown()
+        self._owns_ray = False
+
+    @staticmethod
+    def _kill(actors) -> None:
+        for actor in actors:
+            try:
+                ray.kill(actor, no_restart=True)
+            except Exception:  # pragma: no cover - already gone
+                pass
+
+    # -- RoundLoop hooks -------------------------------------------------------------------------
+    def _shards(self, method) -> int:
+        if self.store_shards > 1:
+            missing = [h for h in ("split", "merge_snapshots", "join") if not hasattr(method, h)]
+            if missing:
+                raise ConfigError(f"store_shards={self.store_shards} needs a method with split/merge_snapshots/join; "
+                                  f"{type(method).__name__} lacks {', '.join(missing)}")
+        return self.store_shards
+
+    def _start(self, method, llm_factory, cursor):
+        """Start (or reuse) the actors and hand them this run's method and state.
+
+        Workers live as long as the executor and keep their LLM backend across runs
+        with an equal ``llm_factory`` (a vLLM engine loads once); store owners are
+        reused and reloaded per run.
+        """
+        self._ensure_ray()
+        t0 = time.perf_counter()
+        shards = self._shards(method)
+        parts = [method] if shards == 1 else method.split(shards)
+        if len(parts) != shards:
+            raise AssertionError(f"{type(method).__name__}.split({shards}) returned {len(parts)} shards")
+        if len(self.stores) < shards:
+            here = NodeAffinitySchedulingStrategy(node_id=ray.get_runtime_context().get_node_id(), soft=False)
+            store_cls = ray.remote(StoreOwner).options(num_cpus=0, max_restarts=0, scheduling_strategy=here)
+            self.stores += [store_cls.remote() for _ in range(shards - len(self.stores))]
+        self._active_stores = self.stores[:shards]
+        loaded = [s.load.remote(None if shards == 1 else k, part,
+                                None if cursor is None else str(cursor.state_dir(None if shards == 1 else k)))
+                  for k, (s, part) in enumerate(zip(self._active_stores, parts))]
+        if self.workers and self._llm_factory != llm_factory:
+            self._kill(self.workers)
+            self.workers = []
+        if not self.workers:
+            worker_cls = ray.remote(EpisodeWorker).options(
+                num_cpus=self.num_cpus_per_worker, num_gpus=self.num_gpus_per_worker,
+                max_restarts=self.max_restarts, max_task_retries=0)
+            self.workers = [worker_cls.remote(i, llm_factory) for i in range(self.n_workers)]
+            self._llm_factory = llm_factory
+        self._method_ref = ray.put(method)  # put once per run, fetched once by each worker
+        ray.get(loaded + [w.pid.remote() for w in self.workers])
+        self._startup_s = time.perf_counter() - t0  # process start, LLM backend build: not per-round cost
+        self.pool = EpisodePool(self.workers, self.max_restarts, self.max_attempts)
+        self._per_worker = [{"episodes": 0, "busy_s": 0.0, "llm_calls": 0} for _ in range(self.n_workers)]
+        self._store_apply: list[float] = []
+
+    def _run_round(self, index, batch, progress):
+        snapshot_refs = [s.snapshot.remote() for s in self._active_stores]
+        n_chunks = min(len(batch), self.n_workers * self.chunks_per_worker)
+        bounds = np.linspace(0, len(batch), n_chunks + 1).round().astype(int)
+        submit = functools.partial(_run_share, self._method_ref, snapshot_refs)
+        for a, b in zip(bounds[:-1], bounds[1:]):
+            self.pool.submit(submit, batch[a:b])
+        out, busiest = [], {}
+        while self.pool.has_next():
+            results, st = self.pool.get_next_unordered()
+            out.extend(results)
+            w = self._per_worker[st["worker"]]
+            w["episodes"] += st["episodes"]
+            w["busy_s"] += st["busy_s"]
+            w["llm_calls"] += st["llm_calls"]
+            busiest[st["worker"]] = busiest.get(st["worker"], 0.0) + st["busy_s"]
+            if progress is not None:
+                progress(st["episodes"])
+        self._round_compute = max(busiest.values(), default=0.0)
+        return out
+
+    def _apply(self, index, results, staging):
+        results_ref = ray.put(results)  # once, shared by every store owner
+        acks = ray.get([s.apply.remote(index, results_ref, None if staging is None else str(staging))
+                        for s in self._active_stores])
+        self._store_apply.append(max(a["apply_s"] for a in acks))
+
+    def _finish(self, method, ok):
+        self._method_ref = None
+        if not ok:  # a dead store owner or worker may be why: start fresh next run
+            self._kill(self.workers + self.stores)
+            self.workers, self.stores, self._llm_factory = [], [], None
+            return
+        # deepcopy: arrays deserialized from the object store are read-only views
+        owned = copy.deepcopy(ray.get([s.export.remote() for s in self._active_stores]))
+        if len(owned) == 1:
+            vars(method).update(vars(owned[0]))
+        else:
+            method.join(owned)
+
+    def _worker_stats(self) -> list[dict[str, Any]]:
+        retried = getattr(getattr(self, "pool", None), "retried", [0] * self.n_workers)
+        return [worker_stats(f"ray-{i}", w["episodes"], w["busy_s"], w["llm_calls"], retried[i])
+                for i, w in enumerate(getattr(self, "_per_worker", []))]
+
+    def _record_stats(self, timing, wall, first, n_results):
+        super()._record_stats(timing, wall, first, n_results)
+        store = getattr(self, "_store_apply", [])
+        self.stats["store_apply_s"] = float(np.mean(store)) if store else 0.0
+        self.stats["store_shards"] = self.store_shards
+        self.stats["startup_s"] = getattr(self, "_startup_s", 0.0)
+        self.stats["retried_chunks"] = sum(w["retried_chunks"] for w in self.stats["workers"])

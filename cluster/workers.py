@@ -1,0 +1,127 @@
+"""Episode workers (Ray actors, one LLM backend each) and the pool that feeds them.
+
+:class:`EpisodeWorker` owns one LLM backend built in its own process from a
+picklable factory (on a GPU cluster: one vLLM engine per GPU, the actor created
+with ``num_gpus=1``; a tensor-parallel engine spanning several GPUs gets its
+bundle from a placement group, see docs/cluster.md). Each call runs a share of
+a round's episodes against the round's snapshot, batching the LLM prompts of
+the share, and returns the results with their updates as NumPy arrays plus the
+share's throughput figures.
+
+:class:`EpisodePool` follows ``ray.util.ActorPool`` (ray/python/ray/util/actor_pool.py):
+``submit(fn, value)`` with ``fn(actor, value) -> ObjectRef``, ``has_next()``,
+``get_next_unordered()``, an idle-actor list and a future->actor map. It adds
+what ActorPool leaves to the caller (its ``_get_result`` drops a dead actor and
+re-raises): a share whose actor died (``RayActorError``) is resubmitted to the
+next idle actor, at most ``max_attempts`` times. The actor goes back to the idle
+list while Ray may still restart it (``max_restarts``), so its later shares
+queue on the restarted process. Results are keyed by episode id by the caller,
+so a retried share cannot be counted twice.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any, Callable, Sequence
+
+import ray
+
+from engine.errors import BackendError
+from engine.llm.base import MeteredBackend
+from engine.rounds import Episode, EpisodeResult
+
+
+class EpisodeWorker:
+    """One worker: one LLM backend for its lifetime, and the method of the current run."""
+
+    def __init__(self, index: int, llm_factory: Callable[[], Any]):
+        self.index = index
+        self.llm = MeteredBackend(llm_factory())  # built once: a vLLM engine takes minutes to load
+        self.method = None
+        self._method_key = None
+
+    def run(self, method_ref: list, episodes: Sequence[Episode], *snapshot_parts
+            ) -> tuple[list[EpisodeResult], dict[str, Any]]:
+        """Run ``episodes`` on the round's snapshot (one part per store shard, read-only, zero-copy).
+
+        ``method_ref`` is ``[ObjectRef]`` of the run's method (nested, so Ray does not
+        resolve it per call): fetched on the first share of a run, or after a restart.
+        The method brings code and config; experience is read only from the snapshot.
+        """
+        t0 = time.perf_counter()
+        key = method_ref[0].hex()
+        if key != self._method_key:
+            self.method, self._method_key = ray.get(method_ref[0]), key
+        calls0 = self.llm.meter.total.calls
+        if len(snapshot_parts) == 1:
+            snapshot = snapshot_parts[0]
+        else:
+            snapshot = self.method.merge_snapshots(snapshot_parts)
+        results = self.method.run_episodes(snapshot, list(episodes), self.llm)
+        stats = {"worker": self.index, "episodes": len(episodes), "busy_s": time.perf_counter() - t0,
+                 "llm_calls": self.llm.meter.total.calls - calls0, "pid": os.getpid()}
+        return results, stats
+
+    def pid(self) -> int:
+        return os.getpid()
+
+
+class EpisodePool:
+    """``ray.util.ActorPool`` conventions plus resubmission of shares whose actor died."""
+
+    def __init__(self, actors: Sequence["ray.actor.ActorHandle"], max_restarts: int = 2, max_attempts: int = 3):
+        self._actors = list(actors)
+        self._idle: list[int] = list(range(len(self._actors)))  # actor indices, FIFO
+        self._future_to_task: dict[Any, tuple[int, Any, Callable, int]] = {}
+        self._pending: list[tuple[Callable, Any, int]] = []
+        self._failures = [0] * len(self._actors)
+        self.max_restarts = max_restarts
+        self.max_attempts = max_attempts
+        self.retried = [0] * len(self._actors)  # shares lost on each actor and resubmitted
+
+    def submit(self, fn: Callable[[Any, Any], Any], value: Any, attempt: int = 0) -> None:
+        """Schedule ``fn(actor, value)`` on the next idle actor (or queue it until one is idle)."""
+        if self._idle:
+            i = self._idle.pop(0)
+            future = fn(self._actors[i], value)
+            self._future_to_task[future] = (i, value, fn, attempt)
+        else:
+            self._pending.append((fn, value, attempt))
+
+    def has_next(self) -> bool:
+        return bool(self._future_to_task) or bool(self._pending)
+
+    def get_next_unordered(self, timeout: float | None = None) -> Any:
+        """The next result to finish, resubmitting shares whose actor died on the way."""
+        while True:
+            if not self._future_to_task:
+                raise BackendError("every episode worker died; no worker left to run the pending shares")
+            ready, _ = ray.wait(list(self._future_to_task), num_returns=1, timeout=timeout)
+            if not ready:
+                raise TimeoutError(f"no episode share finished within {timeout} s")
+            future = ready[0]
+            i, value, fn, attempt = self._future_to_task.pop(future)
+            try:
+                result = ray.get(future)
+            except ray.exceptions.RayActorError as exc:
+                self._failures[i] += 1
+                self.retried[i] += 1
+                if self._failures[i] <= self.max_restarts:
+                    self._idle.append(i)  # Ray restarts it; later calls queue on the new process
+                if attempt + 1 >= self.max_attempts:
+                    raise BackendError(
+                        f"an episode share failed {attempt + 1} times (max_attempts={self.max_attempts}): "
+                        f"its worker died each time; last error: {exc}"
+                    ) from exc
+                self._resubmit_pending()
+                self.submit(fn, value, attempt + 1)
+                continue
+            self._idle.append(i)
+            self._resubmit_pending()
+            return result
+
+    def _resubmit_pending(self) -> None:
+        while self._pending and self._idle:
+            fn, value, attempt = self._pending.pop(0)
+            self.submit(fn, value, attempt)

@@ -1,0 +1,34 @@
+"""Baseline experience memories (task-agnostic, text in / text out): Mem0, MemRL, ReMe, FLEX.
+
+* :mod:`engine.baselines.mem0`: the real ``mem0ai`` library, offline (extra ``baselines``);
+* :mod:`engine.baselines.memrl`: MemRL (arXiv 2601.03192), Q-valued episodic memory;
+* :mod:`engine.baselines.reme`: ReMe task memory (success / failure / comparative extraction);
+* :mod:`engine.baselines.flex`: FLEX experience library with reflections (seed 002).
+
+Each memory has ``snapshot()``, ``reader(snapshot)`` (``retrieve``, ``format``,
+``observe``) and ``apply(updates)``, fitted to the round contract of
+:mod:`engine.rounds`; see :mod:`engine.baselines.common`. Task adapters:
+:mod:`engine.game24.baseline_methods` (Game of 24); the finance task builds its own.
+Importing this package never imports ``mem0ai``; :class:`Mem0Memory` does, when built.
+"""
+
+from engine.baselines.common import Attempt, Hit, Outcome, resolve_extraction
+from engine.baselines.flex import FlexConfig, FlexMemory
+from engine.baselines.mem0 import Mem0Config, Mem0Memory
+from engine.baselines.memrl import MemRLConfig, MemRLMemory
+from engine.baselines.reme import ReMeConfig, ReMeMemory
+
+__all__ = [
+    "Attempt",
+    "FlexConfig",
+    "FlexMemory",
+    "Hit",
+    "Mem0Config",
+    "Mem0Memory",
+    "MemRLConfig",
+    "MemRLMemory",
+    "Outcome",
+    "ReMeConfig",
+    "ReMeMemory",
+    "resolve_extraction",
+]

@@ -1,0 +1,248 @@
+"""Atomic per-round checkpoints: method state, round cursor, applied episode ids, results.
+
+Layout of a checkpoint folder (one per ``executor.run``)::
+
+    LATEST                   {"dir": "ckpt-000007", "fingerprint": ...}  (replaced atomically)
+    ckpt-000007/             7 rounds applied
+        manifest.json        fingerprint, rounds_done, episodes_done, shards
+        applied.npy          i8[episodes_done] ids of the applied episodes, in order
+        state/               Method.save_state (or state-0/, state-1/ ... one per store shard)
+    results/round-000007.pkl the EpisodeResults of the rounds since the previous checkpoint
+                             (rounds are numbered from 1; the manifest lists the files to read)
+
+A round commits in this order: its results file (temp file, fsync, rename), then
+the staging folder ``ckpt-000007.staging`` (state written by the store owner,
+then manifest and ids, every file and folder fsynced), renamed to
+``ckpt-000007``, then ``LATEST`` is replaced (temp file, fsync, ``os.replace``,
+fsync of the folder). A driver killed at any point leaves ``LATEST`` naming a
+complete checkpoint; anything newer is ignored and overwritten on resume.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import pickle
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from engine.errors import PersistenceError
+from engine.rounds import Episode, EpisodeResult
+
+FORMAT = 1
+_METHOD_PICKLE = "method_state.pkl"
+
+
+def fingerprint(method_name: str, episodes: Sequence[Episode], round_size: int, shards: int = 1,
+                run_key: str = "") -> str:
+    """A hash of what makes two runs the same run: method, episodes, round size, shards, ``run_key``.
+
+    ``run_key`` is the caller's hash of anything else that changes results (the config).
+    """
+    h = hashlib.sha256()
+    h.update(json.dumps([FORMAT, method_name, int(round_size), int(shards), run_key]).encode())
+    for e in episodes:
+        payload = repr(e.payload)
+        if re.search(r" at 0x[0-9a-fA-F]+", payload):  # default object repr: differs per process
+            payload = type(e.payload).__qualname__
+        h.update(repr((e.episode_id, e.seed, e.phase, payload)).encode())
+    return h.hexdigest()[:32]
+
+
+def save_method_state(method, directory: Path) -> None:
+    """``method.save_state(directory)`` if it has one, else pickle its ``__dict__``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    if hasattr(method, "save_state"):
+        method.save_state(directory)
+    else:
+        with open(directory / _METHOD_PICKLE, "wb") as fh:
+            pickle.dump(vars(method), fh, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def load_method_state(method, directory: Path) -> None:
+    """Inverse of :func:`save_method_state` into a method built from the same config."""
+    if not directory.is_dir():
+        raise PersistenceError(f"checkpoint state folder {str(directory)!r} does not exist")
+    if hasattr(method, "load_state"):
+        method.load_state(directory)
+        return
+    path = directory / _METHOD_PICKLE
+    if not path.is_file():
+        raise PersistenceError(
+            f"checkpoint state {str(directory)!r} has no {_METHOD_PICKLE}; it was written by a method "
+            f"with save_state(), but {type(method).__name__} has no load_state()"
+        )
+    with open(path, "rb") as fh:
+        vars(method).update(pickle.load(fh))
+
+
+def _fsync_file(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:  # pragma: no cover - platforms without directory fds
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_tree(root: Path) -> None:
+    for dirpath, _, filenames in os.walk(root):
+        for name in filenames:
+            _fsync_file(Path(dirpath) / name)
+        _fsync_dir(Path(dirpath))
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` so a reader sees the old file or the whole new one."""
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
+
+
+@dataclass(frozen=True)
+class Cursor:
+    """Where a run stands: ``rounds_done`` rounds and their ``episodes_done`` episodes applied."""
+
+    rounds_done: int
+    episodes_done: int
+    shards: int
+    path: Path  # the committed ckpt-NNNNNN folder
+    applied: np.ndarray  # i8[episodes_done]
+    result_files: tuple[str, ...] = ()
+
+    def state_dir(self, shard: int | None = None) -> Path:
+        return state_dir(self.path, shard)
+
+
+def state_dir(base: Path, shard: int | None = None) -> Path:
+    """The method-state folder inside checkpoint ``base`` (one per store shard when sharded)."""
+    return base / ("state" if shard is None else f"state-{shard}")
+
+
+class RoundCheckpoints:
+    """The checkpoint folder of one run. See the module docstring for the layout and commit order."""
+
+    def __init__(self, root: str | Path, fingerprint: str, shards: int = 1):
+        self.root = Path(root)
+        self.fingerprint = fingerprint
+        self.shards = int(shards)
+        self.result_files: list[str] = []
+
+    # -- reading ---------------------------------------------------------------------------------
+    def latest(self) -> Cursor | None:
+        """The last committed checkpoint, or None when the folder holds none."""
+        pointer = self.root / "LATEST"
+        if not pointer.is_file():
+            return None
+        try:
+            head = json.loads(pointer.read_text())
+            path = self.root / head["dir"]
+            manifest = json.loads((path / "manifest.json").read_text())
+            applied = np.load(path / "applied.npy", allow_pickle=False)
+        except (OSError, ValueError, KeyError) as exc:
+            raise PersistenceError(f"checkpoint {str(self.root)!r} is unreadable: {exc}") from exc
+        if manifest.get("format") != FORMAT:
+            raise PersistenceError(
+                f"checkpoint {str(path)!r} has format {manifest.get('format')!r}, expected {FORMAT}"
+            )
+        if manifest.get("fingerprint") != self.fingerprint:
+            raise PersistenceError(
+                f"checkpoint {str(self.root)!r} belongs to another run (method, episodes, round size, "
+                f"store shards or config differ: fingerprint {manifest.get('fingerprint')!r}, this run "
+                f"{self.fingerprint!r}); delete it, choose another folder or pass resume=False"
+            )
+        if manifest["shards"] != self.shards:  # pragma: no cover - part of the fingerprint
+            raise PersistenceError(f"checkpoint has {manifest['shards']} store shards, this run {self.shards}")
+        if applied.dtype != np.int64 or applied.shape != (manifest["episodes_done"],):
+            raise PersistenceError(
+                f"checkpoint {str(path)!r}: applied.npy is {applied.dtype}{list(applied.shape)}, expected "
+                f"int64[{manifest['episodes_done']}]"
+            )
+        files = tuple(manifest.get("result_files", ()))
+        self.result_files = list(files)
+        return Cursor(manifest["rounds_done"], manifest["episodes_done"], manifest["shards"], path, applied, files)
+
+    def load_results(self, cursor: Cursor) -> list[EpisodeResult]:
+        """The results of rounds 1..cursor.rounds_done, in episode order."""
+        out: list[EpisodeResult] = []
+        for name in cursor.result_files:
+            path = self.root / "results" / name
+            try:
+                with open(path, "rb") as fh:
+                    out.extend(pickle.load(fh))
+            except (OSError, pickle.UnpicklingError, EOFError) as exc:
+                raise PersistenceError(f"checkpoint results file {str(path)!r} is unreadable: {exc}") from exc
+        ids = np.array([r.episode_id for r in out], dtype=np.int64)
+        if not np.array_equal(ids, cursor.applied):
+            raise PersistenceError(
+                f"checkpoint {str(self.root)!r}: results hold episodes {ids[:8].tolist()}... but "
+                f"applied.npy holds {cursor.applied[:8].tolist()}..."
+            )
+        return out
+
+    # -- writing ---------------------------------------------------------------------------------
+    def reset(self) -> None:
+        """Forget every checkpoint in the folder (a fresh run)."""
+        if self.root.exists():
+            shutil.rmtree(self.root)
+        self.root.mkdir(parents=True)
+        self.result_files = []
+
+    def staging(self, rounds_done: int) -> Path:
+        """A fresh, empty staging folder for the checkpoint after round ``rounds_done``."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        path = self.root / f"ckpt-{rounds_done:06d}.staging"
+        if path.exists():
+            shutil.rmtree(path)
+        path.mkdir()
+        return path
+
+    def commit(self, staging: Path, rounds_done: int, round_results: Sequence[EpisodeResult],
+               applied: np.ndarray) -> Path:
+        """Commit ``staging`` (already holding the method state) as the checkpoint after ``rounds_done``.
+
+        ``round_results`` are the results of the rounds since the previous checkpoint.
+        """
+        results_dir = self.root / "results"
+        results_dir.mkdir(exist_ok=True)
+        name = f"round-{rounds_done:06d}.pkl"
+        atomic_write_bytes(results_dir / name, pickle.dumps(list(round_results), protocol=pickle.HIGHEST_PROTOCOL))
+        files = self.result_files + [name]
+        applied = np.ascontiguousarray(applied, dtype=np.int64)
+        np.save(staging / "applied.npy", applied, allow_pickle=False)
+        manifest = {"format": FORMAT, "fingerprint": self.fingerprint, "rounds_done": rounds_done,
+                    "episodes_done": int(applied.shape[0]), "shards": self.shards, "result_files": files}
+        (staging / "manifest.json").write_text(json.dumps(manifest, indent=1))
+        _fsync_tree(staging)
+        final = self.root / f"ckpt-{rounds_done:06d}"
+        if final.exists():  # left by a driver killed between this rename and LATEST
+            shutil.rmtree(final)
+        os.rename(staging, final)
+        _fsync_dir(self.root)
+        atomic_write_bytes(self.root / "LATEST",
+                           json.dumps({"dir": final.name, "fingerprint": self.fingerprint}).encode())
+        self.result_files = files
+        for old in self.root.glob("ckpt-*"):
+            if old != final:
+                shutil.rmtree(old, ignore_errors=True)
+        return final

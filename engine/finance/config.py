@@ -1,0 +1,136 @@
+"""Configuration of the finance task (``task = "finance"``), one frozen dataclass per TOML table.
+
+Tables: ``[data]`` (synthetic or files), ``[synthetic]`` (the generator, see
+:class:`engine.finance.synthetic.SyntheticConfig`), ``[protocol]`` (the shared
+fairness controls), ``[toe]`` (tree hyperparameters), ``[memory]`` (Pipe+Mem0
+and Pipe+MemRL), ``[sampling]`` (request parameters), ``[simulated_finance]``
+(the simulated policy), plus the engine's ``[llm]`` and ``[embed]`` tables.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal, Mapping
+
+from engine.config import check, from_dict
+from engine.errors import ConfigError
+from engine.finance.simulated import SimulatedFinanceParams
+from engine.finance.synthetic import SyntheticConfig
+
+METHODS = ("Baseline", "Pipe", "Pipe+Mem0", "Pipe+MemRL", "Pipe+ToE", "Pipe+ToE (LLM update)")
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    source: Literal["synthetic", "files"] = "synthetic"
+    news: str = ""  # files: news table (.csv or .parquet)
+    prices: str = ""  # files: prices table (.csv or .parquet)
+
+    def __post_init__(self):
+        check(self.source == "synthetic" or (self.news and self.prices),
+              "data.news and data.prices must name files when data.source = 'files'")
+
+
+@dataclass(frozen=True)
+class ProtocolConfig:
+    """Shared by every method (the paper's fairness controls)."""
+
+    horizons: tuple[int, ...] = (10, 20, 40)
+    window: int = 4  # news from T - window to T
+    min_importance: float = 8.0
+    max_news: int = 8  # most important items per industry and day in the prompt
+    max_days: int = 0  # 0 = every evaluated day; else the first max_days (smoke runs)
+
+    def __post_init__(self):
+        check(len(self.horizons) > 0 and all(h >= 1 for h in self.horizons),
+              f"protocol.horizons must be positive integers, got {list(self.horizons)}")
+        check(len(set(self.horizons)) == len(self.horizons), f"protocol.horizons must be distinct, got {list(self.horizons)}")
+        check(self.window >= 0, f"protocol.window must be >= 0, got {self.window}")
+        check(0 <= self.min_importance <= 10, f"protocol.min_importance must be in [0, 10], got {self.min_importance}")
+        check(self.max_news >= 1, f"protocol.max_news must be >= 1, got {self.max_news}")
+        check(self.max_days >= 0, f"protocol.max_days must be >= 0, got {self.max_days}")
+
+
+@dataclass(frozen=True)
+class ToEConfig:
+    """ToE hyperparameters for FinEvolveBench (paper appendix)."""
+
+    depth: int = 3  # industry > factor > analysis direction
+    k1: int = 8  # candidates kept by embedding similarity before the LLM reranker
+    lam: float = 0.8  # leaf-level cosine threshold (near-duplicate siblings -> merger)
+    q0: float = 1.0
+    eta: float = 10.0
+    q_min: float = 0.0
+    q_max: float = 2.0
+    max_new: int = 1  # new directions per expansion (the paper: at most one)
+    merge: bool = True
+    factors: tuple[str, ...] = (
+        "Macroeconomy", "Policy planning", "Company fundamentals", "Supply and capacity",
+        "Geopolitics", "Market sentiment", "Regulation",
+    )
+
+    def __post_init__(self):
+        check(self.depth == 3, f"toe.depth must be 3 (industry, factor, analysis direction), got {self.depth}")
+        check(self.k1 >= 1, f"toe.k1 must be >= 1, got {self.k1}")
+        check(-1.0 <= self.lam <= 1.0, f"toe.lam must be a cosine in [-1, 1], got {self.lam}")
+        check(self.q0 > 0, f"toe.q0 must be > 0, got {self.q0}")
+        check(self.eta > 0, f"toe.eta must be > 0, got {self.eta}")
+        check(0 <= self.q_min <= self.q0 <= self.q_max,
+              f"toe needs 0 <= q_min <= q0 <= q_max, got {self.q_min}, {self.q0}, {self.q_max}")
+        check(self.max_new == 1, f"toe.max_new must be 1 (the paper proposes at most one direction), got {self.max_new}")
+        check(len(self.factors) > 0, "toe.factors must list at least one factor")
+
+
+@dataclass(frozen=True)
+class MemoryConfig:
+    """Pipe+Mem0 / Pipe+MemRL: memories shown per prediction (retrieval is per news item)."""
+
+    max_memories: int = 8
+    mem0_top_k: int = 3
+    memrl_select_k: int = 3
+
+    def __post_init__(self):
+        check(self.max_memories >= 1, f"memory.max_memories must be >= 1, got {self.max_memories}")
+        check(self.mem0_top_k >= 1, f"memory.mem0_top_k must be >= 1, got {self.mem0_top_k}")
+        check(self.memrl_select_k >= 1, f"memory.memrl_select_k must be >= 1, got {self.memrl_select_k}")
+
+
+@dataclass(frozen=True)
+class SamplingConfig:
+    temperature: float = 0.7
+    max_tokens: int = 512
+
+    def __post_init__(self):
+        check(0.0 <= self.temperature <= 5.0, f"sampling.temperature must be in [0, 5], got {self.temperature}")
+        check(self.max_tokens >= 16, f"sampling.max_tokens must be >= 16, got {self.max_tokens}")
+
+
+@dataclass(frozen=True)
+class FinanceConfig:
+    methods: tuple[str, ...] = METHODS
+    seeds: tuple[int, ...] = (0, 1, 2)
+    data: DataConfig = field(default_factory=DataConfig)
+    synthetic: SyntheticConfig = field(default_factory=SyntheticConfig)
+    protocol: ProtocolConfig = field(default_factory=ProtocolConfig)
+    toe: ToEConfig = field(default_factory=ToEConfig)
+    memory: MemoryConfig = field(default_factory=MemoryConfig)
+    sampling: SamplingConfig = field(default_factory=SamplingConfig)
+    simulated_finance: SimulatedFinanceParams = field(default_factory=SimulatedFinanceParams)
+    plots: bool = True
+
+    def __post_init__(self):
+        bad = [m for m in self.methods if m not in METHODS]
+        check(not bad and len(self.methods) > 0,
+              f"methods must be a non-empty subset of {', '.join(METHODS)}, got {list(self.methods)}")
+        check(len(self.seeds) > 0, "seeds must list at least one seed")
+
+
+ENGINE_TABLES = ("task", "llm", "embed")
+
+
+def load_finance_config(data: Mapping[str, Any]) -> FinanceConfig:
+    """Build :class:`FinanceConfig` from a whole config dict (``task``, ``[llm]`` and ``[embed]`` are read elsewhere)."""
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"config must be a table, got {type(data).__name__}")
+    own = {k: v for k, v in data.items() if k not in ENGINE_TABLES}
+    return from_dict(FinanceConfig, own, "")

@@ -1,0 +1,133 @@
+"""Tables in the paper's layout and the plots of a finance run (tsIC over time, the tree)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from engine.finance.metrics import rolling_ts_ic
+
+
+def _fmt(x) -> str:
+    return "n/a" if x is None else f"{x:.4f}"
+
+
+def markdown_tables(summary: dict) -> str:
+    """Table 1 (tsIC, Exploitation and Overall per horizon), Table A2 (Exploitation csIC), Table 3, truth check."""
+    recs = summary["records"]
+    hs = summary["horizons"]
+    methods = list(dict.fromkeys(r["method"] for r in recs))
+    get = {(r["method"], r["horizon"], r["period"]): r for r in recs}
+    label = summary.get("label", "")
+    seeds = recs[0]["seeds"] if recs else []
+    lines = [f"### tsIC ({label}; backend {summary.get('backend')}; mean of {len(seeds)} seeds)", ""]
+    head = ["Method"] + [f"{h}d {p}" for h in hs for p in ("Exploitation", "Overall")]
+    lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for m in methods:
+        row = [m] + [_fmt(get[(m, h, p)]["tsIC"]) for h in hs for p in ("Exploitation", "Overall")]
+        lines.append("| " + " | ".join(row) + " |")
+    lines += ["", f"### csIC ({label})", ""]
+    head = ["Method"] + [f"{h}d {p}" for h in hs for p in ("Exploitation", "Overall")]
+    lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for m in methods:
+        row = [m] + [_fmt(get[(m, h, p)]["csIC"]) for h in hs for p in ("Exploitation", "Overall")]
+        lines.append("| " + " | ".join(row) + " |")
+    ab = [m for m in ("Pipe+ToE", "Pipe+ToE (LLM update)") if m in methods]
+    h20 = 20 if 20 in hs else hs[len(hs) // 2]
+    if len(ab) == 2:
+        lines += ["", f"### Reliability update ablation, {h20}-day horizon, Overall ({label})", "",
+                  "| Strategy | tsIC | csIC |", "|---|---|---|"]
+        for m, strat in zip(ab, ("formula-based", "LLM-based")):
+            r = get[(m, h20, "Overall")]
+            lines.append(f"| {strat} | {_fmt(r['tsIC'])} | {_fmt(r['csIC'])} |")
+    rt = summary.get("reliability_truth") or {}
+    if rt:
+        lines += ["", f"### Final reliability vs. generator ground truth (Spearman; {label})", "",
+                  "| Method | seed | experiences | " + " | ".join(f"{h}d" for h in hs) + " |",
+                  "|" + "---|" * (3 + len(hs))]
+        for m, per in rt.items():
+            for s, v in per.items():
+                cells = [_fmt(v["spearman"].get(str(h))) for h in hs]
+                lines.append(f"| {m} | {s} | {v['n_experiences']} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def plot_tsic(preds: dict, alpha: np.ndarray, horizons, path: Path, label: str, window: int = 60) -> None:
+    """Trailing-window tsIC over the stream, one panel per horizon, one line per method (mean over seeds)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(horizons), figsize=(5 * len(horizons), 3.6), sharey=True)
+    axes = np.atleast_1d(axes)
+    t = alpha.shape[1]
+    for name, per_seed in preds.items():
+        curves = np.stack([rolling_ts_ic(p, alpha, window) for p in per_seed.values()])
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            mean = np.nanmean(curves, axis=0)
+        for k, h in enumerate(horizons):
+            axes[k].plot(np.arange(t), mean[:, k], label=name, lw=1.3)
+    for k, h in enumerate(horizons):
+        axes[k].axvline(t // 3, color="grey", ls="--", lw=0.8)
+        axes[k].axhline(0, color="black", lw=0.5)
+        axes[k].set_title(f"{h}-day horizon")
+        axes[k].set_xlabel("trading day (dashed: start of Exploitation)")
+    axes[0].set_ylabel(f"tsIC, trailing {window} days")
+    axes[-1].legend(fontsize=7, loc="best")
+    fig.suptitle(f"tsIC over time ({label})", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_tree(tree, path: Path, title: str = "experience tree", horizon_col: int | None = None) -> None:
+    """Industry > factor > direction as a left-to-right dendrogram; leaves coloured by reliability."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib import cm, colors
+
+    hc = tree.H // 2 if horizon_col is None else horizon_col
+    active = np.flatnonzero(tree.active)
+    paths = sorted(((tree.path(int(e)), int(e)) for e in active), key=lambda x: x[0])
+    n_leaves = max(1, len(paths))
+    fig, ax = plt.subplots(figsize=(13, max(3.0, 0.22 * n_leaves + 1)))
+    norm = colors.Normalize(vmin=tree.q_min, vmax=tree.q_max)
+    cmap = matplotlib.colormaps["RdYlGn"]
+    ys: dict[tuple, list[float]] = {}
+    for y, ((ind, fac, d), e) in enumerate(paths):
+        yy = n_leaves - y
+        q = float(tree.q[e, hc])
+        ax.scatter([2], [yy], color=cmap(norm(q)), s=40, zorder=3, edgecolor="black", linewidth=0.3)
+        short = d if len(d) <= 70 else d[:67] + "..."
+        ax.text(2.05, yy, f"{short}  (Q={q:.2f}, hit={int(tree.hit[e])})", va="center", fontsize=6)
+        ys.setdefault((ind,), []).append(yy)
+        ys.setdefault((ind, fac), []).append(yy)
+    for key, vals in ys.items():
+        if len(key) == 2:
+            yf = float(np.mean(vals))
+            for v in vals:
+                ax.plot([1, 2], [yf, v], color="grey", lw=0.5, zorder=1)
+            ax.scatter([1], [yf], color="steelblue", s=25, zorder=3)
+            ax.text(1.02, yf + 0.25, key[1], fontsize=6, color="steelblue")
+            yi = float(np.mean(ys[(key[0],)]))
+            ax.plot([0, 1], [yi, yf], color="grey", lw=0.5, zorder=1)
+    for key, vals in ys.items():
+        if len(key) == 1:
+            yi = float(np.mean(vals))
+            ax.scatter([0], [yi], color="black", s=30, zorder=3)
+            ax.text(-0.02, yi, key[0], fontsize=7, ha="right", va="center")
+    ax.set_xlim(-0.6, 3.6)
+    ax.axis("off")
+    sm = cm.ScalarMappable(norm=norm, cmap=cmap)
+    fig.colorbar(sm, ax=ax, fraction=0.02, pad=0.01, label=f"reliability Q ({tree.horizons[hc]}-day)")
+    ax.set_title(title, fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

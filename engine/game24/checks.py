@@ -1,0 +1,34 @@
+"""The exact checks ToT and ToT+ToE rely on, from the Game-of-24 core (:mod:`engine.game24`).
+
+A step is accepted only if both the core verifier (:func:`engine.game24.verify_step`)
+and the exact bookkeeping of :mod:`engine.game24.trajectory` (which also tracks
+the expression behind each number) accept it; answers are checked by
+:func:`engine.game24.verify_answer` (ToE eq. (A2)).
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from engine.game24 import state_key as _core_state_key
+from engine.game24 import verify_answer as _core_verify_answer
+from engine.game24 import verify_step as _core_verify_step
+from engine.game24.trajectory import Branch, apply_step, canonical_numbers
+
+
+def step_ok(branch: Branch, line: str) -> Branch | None:
+    """The branch after ``line`` if the exact verifier accepts the step, else None."""
+    nxt = apply_step(branch, line)
+    if nxt is None or not _core_verify_step(line, branch.numbers).ok:
+        return None
+    return nxt
+
+
+def answer_ok(puzzle: Sequence[int], text: str) -> bool:
+    """Reward r_t of ToE eq. (A2): does the last answer line of ``text`` use the puzzle's numbers legally and equal 24?"""
+    return bool(_core_verify_answer(text, tuple(puzzle)).ok)
+
+
+def state_key(numbers: Sequence) -> int:
+    """64-bit key of a canonical state (the core's kernel)."""
+    return int(_core_state_key(canonical_numbers(numbers)))

@@ -1,0 +1,115 @@
+"""Exact rationals for Game of 24: conversion, text form and int64 packing.
+
+A Game-of-24 number is a :class:`fractions.Fraction`. Kernels hold the same
+number as an int64 numerator and a positive int64 denominator, reduced.
+Nothing here uses floating point to decide a value.
+"""
+
+from __future__ import annotations
+
+import re
+from fractions import Fraction
+from numbers import Integral, Rational
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from engine.errors import InputError
+
+# Numerators and denominators handed to kernels stay below 2**62 in magnitude so
+# that the kernels' overflow checks have room; larger values take the Python path.
+INT64_SAFE = 2**62
+
+_NUMBER_TEXT = re.compile(r"^\s*([+-]?\d+(?:\.\d+)?)\s*(?:/\s*([+-]?\d+(?:\.\d+)?))?\s*$")
+
+
+def to_fraction(value, name: str = "number") -> Fraction:
+    """Return ``value`` as an exact :class:`Fraction`.
+
+    Accepts ints (Python or NumPy), Fractions, and text such as ``"13"``,
+    ``"-2"``, ``"13/3"`` or ``"1.5"`` (decimals are read exactly). Floats are
+    refused because they are rarely what the caller meant to be exact.
+    """
+    if isinstance(value, bool):
+        raise InputError(f"{name} must be an integer or a fraction, got bool {value!r}")
+    if isinstance(value, (Integral, np.integer)):
+        return Fraction(int(value))
+    if isinstance(value, Rational):
+        return Fraction(value.numerator, value.denominator)
+    if isinstance(value, str):
+        m = _NUMBER_TEXT.match(value)
+        if m:
+            num = Fraction(m.group(1))
+            if m.group(2) is None:
+                return num
+            den = Fraction(m.group(2))
+            if den == 0:
+                raise InputError(f"{name} {value!r} has a zero denominator")
+            return num / den
+        raise InputError(f"{name} must be a number such as 13, -2 or 13/3, got {value!r}")
+    raise InputError(
+        f"{name} must be an int, a Fraction or numeric text, got {type(value).__name__} {value!r}"
+    )
+
+
+def to_fractions(values: Iterable, name: str = "numbers") -> tuple[Fraction, ...]:
+    """Convert every element with :func:`to_fraction`; the error names the position."""
+    if isinstance(values, (str, bytes)):
+        raise InputError(f"{name} must be a sequence of numbers, got text {values!r}")
+    try:
+        items = list(values)
+    except TypeError as exc:
+        raise InputError(f"{name} must be a sequence of numbers, got {type(values).__name__}") from exc
+    return tuple(to_fraction(v, f"{name}[{i}]") for i, v in enumerate(items))
+
+
+def format_fraction(value: Fraction) -> str:
+    """``13`` for integers, ``13/3`` or ``-1/2`` otherwise (the Tree-of-Thoughts style)."""
+    value = Fraction(value)
+    if value.denominator == 1:
+        return str(value.numerator)
+    return f"{value.numerator}/{value.denominator}"
+
+
+def format_state(values: Sequence[Fraction]) -> str:
+    """Space-separated numbers, in the order given: ``"4 13/3 10"``."""
+    return " ".join(format_fraction(v) for v in values)
+
+
+def value_order(values: Iterable[Fraction]) -> tuple[Fraction, ...]:
+    """The human-facing canonical form: the multiset sorted by value."""
+    return tuple(sorted(Fraction(v) for v in values))
+
+
+def fits_int64(values: Iterable[Fraction]) -> bool:
+    """True when every numerator and denominator is below :data:`INT64_SAFE`."""
+    return all(abs(v.numerator) < INT64_SAFE and v.denominator < INT64_SAFE for v in values)
+
+
+def pack_states(states: Sequence[Sequence[Fraction]], width: int = 4):
+    """Pack states of 1..``width`` Fractions into padded kernel arrays.
+
+    Returns ``(num i8[b, width], den i8[b, width], size i8[b])``; padding is
+    ``0/1``. Raises :class:`InputError` for an empty or too-long state or a value
+    that does not fit the kernels' int64 range.
+    """
+    b = len(states)
+    num = np.zeros((b, width), dtype=np.int64)
+    den = np.ones((b, width), dtype=np.int64)
+    size = np.zeros(b, dtype=np.int64)
+    for r, state in enumerate(states):
+        n = len(state)
+        if not 1 <= n <= width:
+            raise InputError(f"state {r} must hold 1 to {width} numbers, got {n}")
+        for c, v in enumerate(state):
+            if abs(v.numerator) >= INT64_SAFE or v.denominator >= INT64_SAFE:
+                raise InputError(f"state {r} value {v} is too large for int64 kernels")
+            num[r, c] = v.numerator
+            den[r, c] = v.denominator
+        size[r] = n
+    return num, den, size
+
+
+def unpack_state(num_row, den_row, n: int) -> tuple[Fraction, ...]:
+    """The inverse of one row of :func:`pack_states`."""
+    return tuple(Fraction(int(num_row[c]), int(den_row[c])) for c in range(int(n)))

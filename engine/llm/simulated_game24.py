@@ -1,0 +1,501 @@
+"""A simulated Game-of-24 policy: a seeded, text-in text-out stand-in for an LLM.
+
+It is a **test harness, not a model**. It reads the numbers from the ToT-format
+prompts of :mod:`engine.game24.prompts` and answers in the same text format
+(proposal lines, sure/likely/impossible judgments, answer lines), with an
+explicit error model whose parameters are :class:`SimulatedPolicyParams`:
+
+* **propose**: each line is drawn from the moves that keep the puzzle solvable
+  with probability ``p_solvable_move`` (else from the other moves), then turned
+  into a malformed line (``p_malformed``), a line with wrong arithmetic
+  (``p_wrong_arithmetic``; the ``left:`` list follows the wrong result) or a
+  line with a wrong ``left:`` list (``p_wrong_left``); these three are
+  mutually exclusive. Lines per completion: uniform in
+  ``[min_proposals, max_proposals]``, capped by the number of distinct moves.
+* **value**: a noisy view of the exact solver: a solvable state is judged
+  ``sure``/``likely``/``impossible`` with probabilities
+  ``value_sure_if_solvable``, ``value_likely_if_solvable`` and the rest; an
+  unsolvable one ``impossible``/``likely``/``sure`` with
+  ``value_impossible_if_unsolvable``, ``value_likely_if_unsolvable`` and the
+  rest. With ``p_value_malformed`` the completion ends without a judgment.
+* **value_last_step**: the judgment matches the exact check of the answer with
+  probability ``p_judge_correct``.
+* **answer**: when the steps are a valid chain that reaches 24, the answer line
+  is the matching expression with probability ``p_answer_correct`` (otherwise an
+  operator is changed so it misses 24); invalid steps give the expression the
+  steps spell (which almost always misses 24).
+
+Every completion is a deterministic function of (prompt, seed, sample index)
+only, never of the batch composition or call order: the seed is the request's
+``seed`` (or the backend's default seed when the request has none), and at
+temperature 0 the sample index and seed are ignored (greedy decoding). Every
+:class:`Response` says ``backend="simulated"``; figures produced with it must
+be labelled *simulated*.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import itertools
+import random
+import re
+import time
+from dataclasses import dataclass
+from fractions import Fraction
+from functools import lru_cache
+from typing import Sequence
+
+from engine.config import check
+from engine.game24 import prompts as P
+from engine.llm.base import Completion, Request, Response
+
+MODEL_NAME = "simulated-game24-v1"
+
+_TOKEN = re.compile(r"\w+|[^\w\s]")
+
+
+def count_tokens(text: str) -> int:
+    """Approximate token count (words and punctuation marks); deterministic, model-free."""
+    return len(_TOKEN.findall(text))
+
+
+@dataclass(frozen=True)
+class SimulatedPolicyParams:
+    """Error model of the simulated policy (all probabilities in [0, 1]).
+
+    Defaults are calibrated so plain ToT with breadth 5 lands near the published
+    ToT figures on the Game of 24 (see docs/llm.md for the calibration run).
+    """
+
+    p_solvable_move: float = 0.5
+    p_wrong_arithmetic: float = 0.04
+    p_malformed: float = 0.03
+    p_wrong_left: float = 0.04
+    min_proposals: int = 3
+    max_proposals: int = 5
+    value_sure_if_solvable: float = 0.55
+    value_likely_if_solvable: float = 0.35
+    value_impossible_if_unsolvable: float = 0.6
+    value_likely_if_unsolvable: float = 0.3
+    p_value_malformed: float = 0.02
+    p_judge_correct: float = 0.95
+    p_answer_correct: float = 0.95
+
+    def __post_init__(self):
+        for name in (
+            "p_solvable_move", "p_wrong_arithmetic", "p_malformed", "p_wrong_left",
+            "value_sure_if_solvable", "value_likely_if_solvable",
+            "value_impossible_if_unsolvable", "value_likely_if_unsolvable",
+            "p_value_malformed", "p_judge_correct", "p_answer_correct",
+        ):
+            v = getattr(self, name)
+            check(0.0 <= v <= 1.0, f"llm.simulated.{name} must be in [0, 1], got {v}")
+        s = self.p_wrong_arithmetic + self.p_malformed + self.p_wrong_left
+        check(s <= 1.0, f"llm.simulated.p_wrong_arithmetic + p_malformed + p_wrong_left must be <= 1, got {s}")
+        s = self.value_sure_if_solvable + self.value_likely_if_solvable
+        check(s <= 1.0, f"llm.simulated.value_sure_if_solvable + value_likely_if_solvable must be <= 1, got {s}")
+        s = self.value_impossible_if_unsolvable + self.value_likely_if_unsolvable
+        check(
+            s <= 1.0,
+            f"llm.simulated.value_impossible_if_unsolvable + value_likely_if_unsolvable must be <= 1, got {s}",
+        )
+        check(self.min_proposals >= 1, f"llm.simulated.min_proposals must be >= 1, got {self.min_proposals}")
+        check(
+            self.max_proposals >= self.min_proposals,
+            f"llm.simulated.max_proposals must be >= min_proposals={self.min_proposals}, got {self.max_proposals}",
+        )
+
+
+# ---------------------------------------------------------------- exact arithmetic
+
+_OPS = {
+    "+": lambda a, b: a + b,
+    "-": lambda a, b: a - b,
+    "*": lambda a, b: a * b,
+    "/": lambda a, b: a / b,
+}
+
+
+@lru_cache(maxsize=1 << 16)
+def _solvable_sorted(nums: tuple[Fraction, ...]) -> bool:
+    if len(nums) == 1:
+        return nums[0] == 24
+    for i, j in itertools.combinations(range(len(nums)), 2):
+        a, b = nums[i], nums[j]
+        rest = nums[:i] + nums[i + 1:j] + nums[j + 1:]
+        results = {a + b, a - b, b - a, a * b}
+        if b != 0:
+            results.add(a / b)
+        if a != 0:
+            results.add(b / a)
+        for r in results:
+            if _solvable_sorted(tuple(sorted(rest + (r,)))):
+                return True
+    return False
+
+
+def is_solvable(numbers: Sequence[Fraction]) -> bool:
+    """Exact: can ``numbers`` (1 to 4 rationals) reach 24 with + - * /?"""
+    return _solvable_sorted(tuple(sorted(Fraction(x) for x in numbers)))
+
+
+def _moves(nums: tuple[Fraction, ...]) -> list[tuple[Fraction, str, Fraction, Fraction, tuple[Fraction, ...]]]:
+    """Distinct moves (a, op, b, c, left) the way a model writes them: a >= b for + * -, both ways for /."""
+    seen, out = set(), []
+    for i, j in itertools.combinations(range(len(nums)), 2):
+        x, y = nums[i], nums[j]
+        rest = nums[:i] + nums[i + 1:j] + nums[j + 1:]
+        hi, lo = (x, y) if x >= y else (y, x)
+        cands = [(hi, "+", lo), (hi, "*", lo), (hi, "-", lo)]
+        if lo != 0:
+            cands.append((hi, "/", lo))
+        if hi != 0 and hi != lo:
+            cands.append((lo, "/", hi))
+        for a, op, b in cands:
+            key = (a, op, b)
+            if key in seen:
+                continue
+            seen.add(key)
+            c = _OPS[op](a, b)
+            out.append((a, op, b, c, tuple(sorted(rest + (c,)))))
+    return out
+
+
+def _fmt(x: Fraction) -> str:
+    return P.format_number(x)
+
+
+def _step_line(a, op, b, c, left) -> str:
+    return f"{_fmt(a)} {op} {_fmt(b)} = {_fmt(c)} (left: {P.format_numbers(left)})"
+
+
+def _parse_numbers(text: str) -> tuple[Fraction, ...] | None:
+    try:
+        nums = tuple(P.parse_number(t) for t in text.split())
+    except (ValueError, ZeroDivisionError):
+        return None
+    return nums or None
+
+
+class _Unsafe(Exception):
+    pass
+
+
+def _eval_expr(expr: str) -> tuple[Fraction, list[Fraction]]:
+    """Exact value of an arithmetic expression and the number literals it uses."""
+    expr = expr.replace("×", "*").replace("÷", "/").replace("x", "*")
+    tree = ast.parse(expr, mode="eval")
+    literals: list[Fraction] = []
+
+    def ev(node):
+        if isinstance(node, ast.Expression):
+            return ev(node.body)
+        if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
+            v = Fraction(str(node.value))
+            literals.append(v)
+            return v
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            return -ev(node.operand)
+        if isinstance(node, ast.BinOp):
+            a, b = ev(node.left), ev(node.right)
+            if isinstance(node.op, ast.Add):
+                return a + b
+            if isinstance(node.op, ast.Sub):
+                return a - b
+            if isinstance(node.op, ast.Mult):
+                return a * b
+            if isinstance(node.op, ast.Div):
+                if b == 0:
+                    raise _Unsafe("division by zero")
+                return a / b
+        raise _Unsafe(f"unsupported syntax {type(node).__name__}")
+
+    return ev(tree), literals
+
+
+def answer_is_correct(input_numbers: Sequence[Fraction], expr: str | None) -> bool:
+    """Exact check: ``expr`` uses each input number once, no others, and equals 24."""
+    if not expr:
+        return False
+    try:
+        value, literals = _eval_expr(expr)
+    except (SyntaxError, _Unsafe, ValueError, ZeroDivisionError, RecursionError):
+        return False
+    return value == 24 and sorted(literals) == sorted(Fraction(x) for x in input_numbers)
+
+
+# ---------------------------------------------------------------- prompt reading
+
+_INPUT = re.compile(r"^Input:\s*(.*)$", re.MULTILINE)
+
+
+def _last_input(prompt: str) -> tuple[Fraction, ...] | None:
+    found = _INPUT.findall(prompt)
+    return _parse_numbers(found[-1]) if found else None
+
+
+def classify_prompt(prompt: str) -> str:
+    """``'propose'``, ``'value'``, ``'value_last_step'``, ``'answer'`` or ``'unknown'``."""
+    if prompt.startswith(P.ANSWER_MARK):
+        return "answer"
+    if prompt.startswith(P.VALUE_LAST_STEP_MARK):
+        return "value_last_step"
+    if prompt.startswith(P.VALUE_MARK):
+        return "value"
+    if prompt.startswith(P.PROPOSE_MARK):
+        return "propose"
+    return "unknown"
+
+
+# ---------------------------------------------------------------- the policy
+
+
+class SimulatedGame24Policy:
+    """Text-in, text-out Game-of-24 policy; :meth:`complete` is pure given its arguments."""
+
+    def __init__(self, params: SimulatedPolicyParams | None = None):
+        self.params = params or SimulatedPolicyParams()
+
+    # -- public ---------------------------------------------------------------
+    def complete(self, prompt: str, seed: int, index: int, temperature: float = 0.7) -> str:
+        """One completion of ``prompt``; a function of (prompt, seed, index) only (temperature 0: of prompt)."""
+        if temperature == 0.0:
+            seed, index = 0, 0
+        digest = hashlib.blake2b(f"{seed}\x1f{index}\x1f".encode() + prompt.encode(), digest_size=16).digest()
+        rng = random.Random(int.from_bytes(digest, "little"))
+        kind = classify_prompt(prompt)
+        if kind == "propose":
+            return self._propose(prompt, rng)
+        if kind == "value":
+            return self._value(prompt, rng)
+        if kind == "value_last_step":
+            return self._value_last_step(prompt, rng)
+        if kind == "answer":
+            return self._answer(prompt, rng)
+        return "I can only play the Game of 24."
+
+    # -- propose --------------------------------------------------------------
+    def _propose(self, prompt: str, rng: random.Random) -> str:
+        p = self.params
+        nums = _last_input(prompt)
+        if nums is None or len(nums) < 2:
+            return "No two numbers are left to combine."
+        moves = _moves(tuple(sorted(nums)))
+        good = [m for m in moves if _solvable_sorted(m[4])]
+        bad = [m for m in moves if not _solvable_sorted(m[4])]
+        k = min(rng.randint(p.min_proposals, p.max_proposals), len(moves))
+        lines = []
+        for _ in range(k):
+            want_good = rng.random() < p.p_solvable_move
+            pool = good if (want_good and good) or not bad else bad
+            move = pool.pop(rng.randrange(len(pool)))
+            lines.append(self._corrupt(move, nums, rng))
+        return "\n".join(lines)
+
+    def _corrupt(self, move, nums, rng: random.Random) -> str:
+        p = self.params
+        a, op, b, c, left = move
+        u = rng.random()
+        if u < p.p_malformed:
+            forms = (
+                f"{_fmt(a)} {op} {_fmt(b)} = {_fmt(c)}",
+                f"Let's try {_fmt(a)} {op} {_fmt(b)} next.",
+                f"{_fmt(a)} {op} {_fmt(b)} = {_fmt(c)} (left: {P.format_numbers(left)}",
+                f"(left: {P.format_numbers(left)})",
+            )
+            return forms[rng.randrange(len(forms))]
+        if u < p.p_malformed + p.p_wrong_arithmetic:
+            wrong = c + rng.choice((-2, -1, 1, 2, 3))
+            rest = list(left)
+            rest.remove(c)
+            return _step_line(a, op, b, wrong, tuple(sorted(rest + [wrong])))
+        if u < p.p_malformed + p.p_wrong_arithmetic + p.p_wrong_left:
+            return _step_line(a, op, b, c, self._wrong_left(left, a, b, nums, rng))
+        return _step_line(a, op, b, c, left)
+
+    @staticmethod
+    def _wrong_left(left, a, b, nums, rng: random.Random):
+        """A left list that differs from ``left`` as a multiset."""
+        options = []
+        if len(left) > 1:
+            drop = list(left)
+            drop.pop(rng.randrange(len(drop)))
+            options.append(drop)
+        options.append(list(left) + [a])  # kept an operand
+        options.append(list(left) + [rng.choice(list(left))])  # duplicated a number
+        changed = list(left)
+        i = rng.randrange(len(changed))
+        changed[i] = changed[i] + rng.choice((-1, 1))
+        options.append(changed)
+        out = options[rng.randrange(len(options))]
+        return tuple(sorted(out))
+
+    # -- value ----------------------------------------------------------------
+    def _value(self, prompt: str, rng: random.Random) -> str:
+        p = self.params
+        body = prompt.rstrip("\n").rsplit("\n", 1)[-1]
+        nums = _parse_numbers(body)
+        if nums is None:
+            return "I cannot read the numbers."
+        truth = is_solvable(nums)
+        u = rng.random()
+        if truth:
+            label = "sure" if u < p.value_sure_if_solvable else (
+                "likely" if u < p.value_sure_if_solvable + p.value_likely_if_solvable else "impossible")
+        else:
+            label = "impossible" if u < p.value_impossible_if_unsolvable else (
+                "likely" if u < p.value_impossible_if_unsolvable + p.value_likely_if_unsolvable else "sure")
+        lines = self._value_reasoning(nums, rng)
+        if rng.random() < p.p_value_malformed:
+            lines.append("I need more time to decide.")
+        else:
+            lines.append(label)
+        return "\n".join(lines)
+
+    @staticmethod
+    def _value_reasoning(nums, rng: random.Random) -> list[str]:
+        ordered = sorted(nums)
+        if len(ordered) == 1:
+            return [f"{_fmt(ordered[0])} {'=' if ordered[0] == 24 else '!='} 24"]
+        lines = [" + ".join(_fmt(x) for x in ordered) + f" = {_fmt(sum(ordered))}"]
+        prod = Fraction(1)
+        for x in ordered:
+            prod *= x
+        if rng.random() < 0.5:
+            lines.append(" * ".join(_fmt(x) for x in ordered) + f" = {_fmt(prod)}")
+        return lines
+
+    # -- value of the final answer ----------------------------------------------
+    def _value_last_step(self, prompt: str, rng: random.Random) -> str:
+        nums = _last_input(prompt)
+        expr = P.parse_answer(prompt.rsplit("Input:", 1)[-1])
+        truth = nums is not None and answer_is_correct(nums, expr)
+        right = rng.random() < self.params.p_judge_correct
+        return "sure" if truth == right else "impossible"
+
+    # -- answer -----------------------------------------------------------------
+    def _answer(self, prompt: str, rng: random.Random) -> str:
+        nums = _last_input(prompt)
+        if nums is None:
+            return "Answer: I cannot read the input."
+        steps_text = prompt.rsplit("Steps:\n", 1)[-1] if "Steps:\n" in prompt else ""
+        exprs = [(x, _fmt(x)) for x in nums]  # (value, expression) per number still in play
+        valid = True
+        for line in steps_text.splitlines():
+            parsed = P.parse_step_line(line)
+            if parsed is None:
+                if line.strip():
+                    valid = False
+                continue
+            a, op, b, c, left = parsed
+            ia = next((i for i, (v, _) in enumerate(exprs) if v == a), None)
+            ib = next((i for i, (v, _) in enumerate(exprs) if v == b and i != ia), None)
+            if ia is None or ib is None:
+                valid = False
+                # the model writes the step as it reads it, with the numbers it saw
+                ea, eb = _fmt(a), _fmt(b)
+            else:
+                ea, eb = exprs[ia][1], exprs[ib][1]
+                for i in sorted((ia, ib), reverse=True):
+                    exprs.pop(i)
+            true_c = _OPS[op](a, b) if not (op == "/" and b == 0) else None
+            if true_c != c:
+                valid = False
+            exprs.append((c, f"({ea} {op} {eb})"))
+            if sorted(v for v, _ in exprs) != sorted(left):
+                valid = False
+        if len(exprs) != 1:
+            valid = False
+            expr = " + ".join(e for _, e in exprs)
+        else:
+            expr = exprs[0][1]
+        expr = _strip_outer(expr)
+        if valid and exprs[0][0] == 24 and rng.random() >= self.params.p_answer_correct:
+            expr = _break(expr, nums, rng)
+        return f"Answer: {expr} = 24"
+
+
+def _strip_outer(expr: str) -> str:
+    if expr.startswith("(") and expr.endswith(")"):
+        depth = 0
+        for i, ch in enumerate(expr):
+            depth += ch == "("
+            depth -= ch == ")"
+            if depth == 0 and i < len(expr) - 1:
+                return expr
+        return expr[1:-1]
+    return expr
+
+
+def _break(expr: str, nums, rng: random.Random) -> str:
+    """Change one operator so the expression misses 24 (a slip when copying the steps out)."""
+    positions = [i for i, ch in enumerate(expr) if ch in "+-*/" and i > 0 and expr[i - 1] == " "]
+    rng.shuffle(positions)
+    for i in positions:
+        for op in rng.sample("+-*/", 4):
+            if op == expr[i]:
+                continue
+            cand = expr[:i] + op + expr[i + 1:]
+            if not answer_is_correct(nums, cand):
+                return cand
+    return expr + " + 1"
+
+
+# ---------------------------------------------------------------- the backend
+
+
+class SimulatedGame24Backend:
+    """:class:`~engine.llm.base.LLMBackend` over :class:`SimulatedGame24Policy` (name ``"simulated"``)."""
+
+    name = "simulated"
+
+    def __init__(self, params: SimulatedPolicyParams | None = None, seed: int = 0, model: str = MODEL_NAME):
+        self.policy = SimulatedGame24Policy(params)
+        self.seed = int(seed)
+        self.model = model
+
+    def generate(self, requests: Sequence[Request]) -> list[Response]:
+        out = []
+        for req in requests:
+            t0 = time.perf_counter()
+            prompt = req.prompt if req.prompt is not None else _chat_text(req.messages)
+            seed = self.seed if req.seed is None else int(req.seed)
+            comps = []
+            for i in range(req.n):
+                text = self.policy.complete(prompt, seed, i, req.temperature)
+                text, finish = _apply_limits(text, req.stop, req.max_tokens)
+                comps.append(Completion(text=text, completion_tokens=count_tokens(text), finish_reason=finish))
+            out.append(
+                Response(
+                    completions=tuple(comps),
+                    prompt_tokens=count_tokens(prompt),
+                    latency_s=time.perf_counter() - t0,
+                    backend=self.name,
+                    model=self.model,
+                )
+            )
+        return out
+
+
+def _chat_text(messages) -> str:
+    """The prompt a chat request stands for: the content of its last user message."""
+    for m in reversed(messages or ()):
+        if m.get("role") == "user":
+            return str(m.get("content", ""))
+    return str(messages[-1].get("content", "")) if messages else ""
+
+
+def _apply_limits(text: str, stop: Sequence[str], max_tokens: int) -> tuple[str, str]:
+    """Cut at the first stop string, then at ``max_tokens`` approximate tokens (finish 'length')."""
+    for s in stop:
+        if s and s in text:
+            text = text[: text.index(s)]
+    if count_tokens(text) <= max_tokens:
+        return text, "stop"
+    n = 0
+    for m in _TOKEN.finditer(text):
+        n += 1
+        if n > max_tokens:
+            return text[: m.start()].rstrip(), "length"
+    return text, "stop"  # pragma: no cover

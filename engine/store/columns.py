@@ -1,0 +1,88 @@
+"""Column declarations of the experience store, declared once.
+
+Append, grow, snapshot and persistence loop over these tables, so adding a
+column touches one line. A dtype string is a NumPy dtype; ``"L"`` as the width
+means "one column per tree level" (the path), ``"H"`` one per horizon.
+
+Experiences keep reliability, hit and recall in one packed, 64-byte aligned
+``f8[n, W]`` block (layout in :mod:`kernels.reliability`); the rest are plain
+columns.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+# name -> (dtype, width); width None = 1-D column
+NODE_COLUMNS: dict[str, tuple[str, str | None]] = {
+    "parent": ("i8", None),  # parent node id; -1 for the root (node 0)
+    "depth": ("i8", None),  # 0 for the root, 1..L below
+    "key": ("u8", None),  # 64-bit key (text hash or a caller's key, e.g. a canonical state)
+    "eid": ("i8", None),  # experience ending at this node, or -1
+    "first_child": ("i8", None),
+    "last_child": ("i8", None),
+    "next_sibling": ("i8", None),
+    "next_same_key": ("i8", None),  # older node with the same key, or -1
+    "text_end": ("i8", None),  # end offset of the node's UTF-8 text in the text buffer
+}
+EXPERIENCE_COLUMNS: dict[str, tuple[str, str | None]] = {
+    "path": ("i8", "L"),  # node ids root-to-leaf (root excluded), -1 after the leaf
+    "created": ("f8", None),  # creation time, seconds since the epoch
+}
+# packed block fields: name -> (first column, width) given H horizons
+BLOCK_FIELDS = ("reliability", "hit", "recall")
+
+# persisted subsets (the rest is rebuilt on load from these)
+NODE_PERSISTED = ("parent", "depth", "key")
+EXPERIENCE_PERSISTED = ("path", "created")
+
+
+def block_width(n_horizons: int) -> int:
+    """Row width of the packed block: Q[H], hit, recall, padded to whole cache lines."""
+    return 8 * ((n_horizons + 2 + 7) // 8)
+
+
+def hit_col(n_horizons: int) -> int:
+    return n_horizons
+
+
+def recall_col(n_horizons: int) -> int:
+    return n_horizons + 1
+
+
+def aligned_empty(rows: int, width: int, dtype="f8", align: int = 64) -> np.ndarray:
+    """C-contiguous ``dtype[rows, width]`` whose data pointer is ``align``-byte aligned."""
+    dt = np.dtype(dtype)
+    rows_alloc = max(rows, 1)
+    nbytes = rows_alloc * width * dt.itemsize
+    raw = np.empty(nbytes + align, dtype=np.uint8)
+    off = (-raw.ctypes.data) % align
+    return raw[off : off + nbytes].view(dt).reshape(rows_alloc, width)[:rows]
+
+
+def column_shape(width: str | None, rows: int, depth: int, n_horizons: int) -> tuple[int, ...]:
+    if width is None:
+        return (rows,)
+    return (rows, {"L": depth, "H": n_horizons}[width])
+
+
+def grow(arr: np.ndarray, used: int, new_rows: int, fill=None) -> np.ndarray:
+    """A copy of ``arr[:used]`` in a larger array of ``new_rows`` rows (same trailing shape)."""
+    out = np.empty((new_rows,) + arr.shape[1:], dtype=arr.dtype)
+    out[:used] = arr[:used]
+    if fill is not None:
+        out[used:] = fill
+    return out
+
+
+def grow_aligned(block: np.ndarray, used: int, new_rows: int) -> np.ndarray:
+    out = aligned_empty(new_rows, block.shape[1])
+    out[:used] = block[:used]
+    return out
+
+
+def next_pow2(n: int) -> int:
+    p = 1
+    while p < n:
+        p <<= 1
+    return p

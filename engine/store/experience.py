@@ -1,0 +1,708 @@
+"""The experience store: a struct-of-arrays experience tree with reliability vectors.
+
+:class:`StoreReader` holds the read API shared by the writable
+:class:`ExperienceStore` and the read-only :class:`StoreView` that executors
+build from a :meth:`ExperienceStore.snapshot`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from pathlib import Path
+from typing import Callable, Mapping, Sequence
+
+import numpy as np
+
+from engine.errors import InputError, StoreError
+from engine.store import columns as C
+from engine.store import validate as V
+from kernels import reliability as KR
+from kernels import store_tree as KT
+
+DEFAULT_HORIZONS = ("h10", "h20", "h40")  # ToE eq. (A1): 10-, 20-, 40-trading-day horizons
+FINANCE_LEVELS = ("industry", "factor", "analysis_direction")  # ToE "Tree Representation..."
+LUT_SIZE = 1 << 16
+RULES = ("formula", "asymmetric", "binary", "delta")
+AGGS = {"max": 0, "mean": 1}
+
+
+def text_key(text: str) -> int:
+    """Stable 64-bit key of a node text: the first 8 bytes of its BLAKE2b digest (little endian)."""
+    return int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest(), "little")
+
+
+def horizon_names(horizons) -> tuple[str, ...]:
+    """``(10, 20, 40)`` -> ``("h10", "h20", "h40")``; names are kept as given."""
+    if isinstance(horizons, (str, int)) or not isinstance(horizons, Sequence) or len(horizons) == 0:
+        raise InputError(f"horizons must be a non-empty sequence of names or integers, got {horizons!r}")
+    out = []
+    for h in horizons:
+        if isinstance(h, (bool, np.bool_)):
+            raise InputError(f"horizons must be names or integers, got {h!r}")
+        if isinstance(h, (int, np.integer)):
+            out.append(f"h{int(h)}")
+        elif isinstance(h, str) and h and h.replace("_", "").isalnum():
+            out.append(h)
+        else:
+            raise InputError(f"horizon names must be non-empty alphanumeric strings, got {h!r}")
+    if len(set(out)) != len(out):
+        raise InputError(f"horizons must be distinct, got {out}")
+    return tuple(out)
+
+
+class StoreReader:
+    """Read API over the store's arrays (shared by the store and its read-only views)."""
+
+    horizons: tuple[str, ...]
+    levels: tuple[str, ...]
+    depth: int
+    q0: float
+    eta: float
+    eta_task: float
+    q_min: float
+
+    # --- sizes and columns ----------------------------------------------------------------
+    @property
+    def n_experiences(self) -> int:
+        return self._n_exp
+
+    @property
+    def n_nodes(self) -> int:
+        """Number of nodes, the virtual root (node 0) included."""
+        return self._n_nodes
+
+    def __len__(self) -> int:
+        return self._n_exp
+
+    @property
+    def n_horizons(self) -> int:
+        return len(self.horizons)
+
+    @property
+    def q_max(self) -> float:
+        return 2.0 * self.q0 if self._q_max is None else self._q_max
+
+    @property
+    def reliability(self) -> np.ndarray:
+        """Read-only view ``f8[n, H]`` of Q (a strided view into the packed block)."""
+        v = self._block[: self._n_exp, : self.n_horizons]
+        v = v.view()
+        v.flags.writeable = False
+        return v
+
+    @property
+    def hit(self) -> np.ndarray:
+        """Hit counts ``i8[n]`` (a copy)."""
+        return self._block[: self._n_exp, C.hit_col(self.n_horizons)].astype(np.int64)
+
+    @property
+    def recall(self) -> np.ndarray:
+        """Recall counts ``i8[n]`` (a copy)."""
+        return self._block[: self._n_exp, C.recall_col(self.n_horizons)].astype(np.int64)
+
+    @property
+    def created(self) -> np.ndarray:
+        return self._ro(self._exp["created"][: self._n_exp])
+
+    @property
+    def paths(self) -> np.ndarray:
+        """Node ids ``i8[n, L]`` of each experience's path (root excluded), -1 after the leaf."""
+        return self._ro(self._exp["path"][: self._n_exp])
+
+    def node_column(self, name: str) -> np.ndarray:
+        """Read-only node column (``parent``, ``depth``, ``key``, ``eid``, ...) over all nodes."""
+        if name not in C.NODE_COLUMNS:
+            raise InputError(f"unknown node column {name!r}; valid: {', '.join(C.NODE_COLUMNS)}")
+        return self._ro(self._nodes[name][: self._n_nodes])
+
+    @staticmethod
+    def _ro(arr: np.ndarray) -> np.ndarray:
+        v = arr.view()
+        v.flags.writeable = False
+        return v
+
+    # --- nodes ----------------------------------------------------------------------------
+    def _check_nodes(self, nodes, name="node") -> np.ndarray:
+        arr = V.int_array(np.atleast_1d(nodes), name)
+        bad = np.flatnonzero((arr < 0) | (arr >= self._n_nodes))
+        if bad.size:
+            raise StoreError(f"unknown {name} id {int(arr[bad[0]])}; the store has {self._n_nodes} nodes")
+        return arr
+
+    def node_text(self, node: int) -> str:
+        nid = int(self._check_nodes(node)[0])
+        end = self._nodes["text_end"]
+        start = 0 if nid == 0 else int(end[nid - 1])
+        return bytes(self._text[start : int(end[nid])]).decode("utf-8")
+
+    def node_texts(self, nodes) -> list[str]:
+        return [self.node_text(int(n)) for n in self._check_nodes(nodes)]
+
+    def path_texts(self, eid: int) -> list[str]:
+        """Texts of experience ``eid``'s path, root-to-leaf."""
+        e = self._check_eids(np.atleast_1d(eid))[0]
+        return [self.node_text(int(v)) for v in self._exp["path"][e] if v >= 0]
+
+    def find(self, parent: int, key) -> int:
+        """Node id of child ``key`` (int key or text) under ``parent``, or -1."""
+        self._check_nodes(parent, "parent")
+        k = text_key(key) if isinstance(key, str) else int(key)
+        return int(KT.pk_find(self._pk_table, self._nodes["parent"], self._nodes["key"], int(parent), np.uint64(k)))
+
+    def find_batch(self, parents, keys) -> np.ndarray:
+        """``i8[b]`` node ids with (parents[i], keys[i]) or -1. keys are u8/i8[b] 64-bit keys."""
+        parents = self._check_nodes(parents, "parent")
+        keys = _keys_u64(keys, "keys", 1)
+        if keys.shape[0] != parents.shape[0]:
+            raise InputError(f"parents and keys must have the same length, got {parents.shape[0]} and {keys.shape[0]}")
+        out = np.empty(keys.shape[0], dtype=np.int64)
+        KT.pk_find_batch(self._pk_table, self._nodes["parent"], self._nodes["key"], parents, keys, out)
+        return out
+
+    def find_key(self, keys) -> np.ndarray:
+        """``i8[b]``: the lowest node id with each 64-bit key (or text), or -1."""
+        if isinstance(keys, str):
+            keys = [keys]
+        if isinstance(keys, (list, tuple)) and keys and isinstance(keys[0], str):
+            keys = [text_key(k) for k in keys]
+        keys = _keys_u64(keys if np.ndim(keys) else [keys], "keys", 1)
+        out = np.empty(keys.shape[0], dtype=np.int64)
+        KT.key_find_first(self._key_table, self._nodes["key"], self._nodes["next_same_key"], keys, out)
+        return out
+
+    def nodes_with_key(self, key) -> np.ndarray:
+        """All node ids with ``key`` (int or text), ascending."""
+        k = np.uint64(text_key(key) if isinstance(key, str) else int(key))
+        out = []
+        nid = int(KT.key_find(self._key_table, self._nodes["key"], k))
+        while nid >= 0:
+            out.append(nid)
+            nid = int(self._nodes["next_same_key"][nid])
+        return np.array(sorted(out), dtype=np.int64)
+
+    def find_path(self, path) -> int:
+        """Node id at the end of ``path`` (texts or int keys, root-to-leaf), or -1."""
+        node = 0
+        for item in path:
+            node = self.find(node, item)
+            if node < 0:
+                return -1
+        return node
+
+    def eid_of(self, path) -> int:
+        """Experience id of the path (texts or keys) or of a node id given as int, or -1."""
+        if isinstance(path, (int, np.integer)):
+            return int(self._nodes["eid"][self._check_nodes(path)[0]])
+        node = self.find_path(path)
+        return -1 if node < 0 else int(self._nodes["eid"][node])
+
+    def children(self, node: int = 0) -> np.ndarray:
+        """Children of ``node`` (root = 0) in insertion order, ``i8[c]``."""
+        nid = self._check_nodes(node)
+        cnt = np.empty(1, dtype=np.int64)
+        KT.count_children(self._nodes["first_child"], self._nodes["next_sibling"], nid, cnt)
+        out = np.empty(int(cnt[0]), dtype=np.int64)
+        KT.list_children(self._nodes["first_child"], self._nodes["next_sibling"], int(nid[0]), out)
+        return out
+
+    def topk_children(self, nodes, horizon, k: int, agg: str = "max"):
+        """Top-``k`` children of each node by reliability on ``horizon`` (index or name).
+
+        A child that ends an experience scores its Q; an inner child scores the
+        ``agg`` ("max" or "mean") of the experiences below it; NaN if none.
+        Returns ``(ids i8[b, k], scores f8[b, k])`` padded with -1 / NaN, or 1-D
+        arrays when ``nodes`` is a scalar.
+        """
+        scalar = np.ndim(nodes) == 0
+        nids = self._check_nodes(np.atleast_1d(nodes))
+        h = V.horizon_index(horizon, self.horizons)
+        if isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer)) or k < 1:
+            raise InputError(f"k must be an integer >= 1, got {k!r}")
+        if agg not in AGGS:
+            raise InputError(f"agg must be one of {', '.join(AGGS)}, got {agg!r}")
+        ids = np.empty((nids.shape[0], int(k)), dtype=np.int64)
+        scores = np.empty((nids.shape[0], int(k)), dtype=np.float64)
+        stack = np.empty(max(self._n_nodes, 1), dtype=np.int64)
+        KT.topk_children(
+            self._nodes["first_child"], self._nodes["next_sibling"], self._nodes["eid"], self._block,
+            nids, h, int(k), AGGS[agg], stack, ids, scores,
+        )
+        return (ids[0], scores[0]) if scalar else (ids, scores)
+
+    def subtree(self, node: int) -> np.ndarray:
+        """Node ids of the subtree under ``node`` (itself first), preorder."""
+        nid = int(self._check_nodes(node)[0])
+        stack = np.empty(self._n_nodes, dtype=np.int64)
+        out = np.empty(self._n_nodes, dtype=np.int64)
+        n = KT.subtree_nodes(self._nodes["first_child"], self._nodes["next_sibling"], nid, stack, out)
+        return out[:n].copy()
+
+    def subtree_eids(self, node: int) -> np.ndarray:
+        """Experience ids ending in the subtree under ``node``, ascending (sharding by subtree)."""
+        eids = self._nodes["eid"][self.subtree(node)]
+        return np.sort(eids[eids >= 0])
+
+    # --- internal -------------------------------------------------------------------------
+    def _check_eids(self, eids, name="eids") -> np.ndarray:
+        arr = V.int_array(eids, name)
+        V.eids_in_range(arr, self._n_exp, name)
+        return arr
+
+    def snapshot(self, copy: bool = False) -> dict[str, np.ndarray]:
+        """Read-only arrays holding the whole store (see :mod:`engine.rounds`).
+
+        ``copy=False`` returns zero-copy read-only views: they see later in-place
+        reliability updates of this store (not appended rows). ``copy=True``
+        returns independent copies. Rebuild a reader with
+        :meth:`ExperienceStore.from_snapshot`.
+        """
+        snap: dict[str, np.ndarray] = {}
+        for name in C.NODE_COLUMNS:
+            snap[f"node_{name}"] = self._nodes[name][: self._n_nodes]
+        for name in C.EXPERIENCE_COLUMNS:
+            snap[f"exp_{name}"] = self._exp[name][: self._n_exp]
+        snap["block"] = self._block[: self._n_exp]
+        snap["text"] = self._text[: self._text_used]
+        snap["pk_table"] = self._pk_table
+        snap["key_table"] = self._key_table
+        snap["meta_horizons"] = np.array(self.horizons, dtype=str)
+        snap["meta_levels"] = np.array(self.levels, dtype=str)
+        snap["meta_params"] = np.array(
+            [self.q0, self.eta, self.eta_task, self.q_min,
+             np.nan if self._q_max is None else self._q_max, self.depth], dtype=np.float64)
+        out = {}
+        for k, v in snap.items():
+            v = v.copy() if copy else v.view()
+            v.flags.writeable = False
+            out[k] = v
+        return out
+
+    def __repr__(self) -> str:
+        return (f"{type(self).__name__}(experiences={self._n_exp}, nodes={self._n_nodes}, "
+                f"horizons={list(self.horizons)}, depth={self.depth})")
+
+
+_U64_MASK = (1 << 64) - 1
+
+
+def _keys_u64(keys, name: str, ndim: int) -> np.ndarray:
+    """64-bit keys as C-contiguous uint64 (negative int64 keys wrap, Python ints up to 2**64 - 1)."""
+    if not isinstance(keys, np.ndarray):
+        try:
+            obj = np.array(keys, dtype=object)
+        except Exception as exc:
+            raise InputError(f"{name} must be an array of integer keys: {exc}") from exc
+        if obj.ndim != ndim:
+            raise InputError(f"{name} must be {ndim}-D, got shape {obj.shape}")
+        flat = obj.ravel()
+        for k in flat:
+            if isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer)):
+                raise InputError(f"{name} must hold integer keys, got {type(k).__name__} {k!r:.40}")
+        return np.array([int(k) & _U64_MASK for k in flat], dtype=np.uint64).reshape(obj.shape)
+    arr = keys
+    if arr.ndim != ndim:
+        raise InputError(f"{name} must be {ndim}-D, got shape {arr.shape}")
+    if arr.size == 0:
+        return np.zeros(arr.shape, dtype=np.uint64)
+    if arr.dtype.kind not in "iu":
+        raise InputError(f"{name} must have an integer dtype (64-bit keys), got {arr.dtype}")
+    return np.ascontiguousarray(arr.astype(np.uint64, casting="unsafe"))
+
+
+class StoreView(StoreReader):
+    """A read-only store over a snapshot dict (no copies). Built by :meth:`ExperienceStore.from_snapshot`."""
+
+    def __init__(self, snap: Mapping[str, np.ndarray]):
+        _load_snapshot_into(self, snap)
+
+
+def _load_snapshot_into(obj, snap: Mapping[str, np.ndarray]) -> None:
+    need = ([f"node_{n}" for n in C.NODE_COLUMNS] + [f"exp_{n}" for n in C.EXPERIENCE_COLUMNS]
+            + ["block", "text", "pk_table", "key_table", "meta_horizons", "meta_levels", "meta_params"])
+    missing = [k for k in need if k not in snap]
+    if missing:
+        raise InputError(f"snapshot is missing array(s) {', '.join(missing)}")
+    params = np.asarray(snap["meta_params"], dtype=np.float64)
+    obj.horizons = tuple(str(h) for h in snap["meta_horizons"])
+    obj.levels = tuple(str(v) for v in snap["meta_levels"])
+    obj.q0, obj.eta, obj.eta_task, obj.q_min = (float(x) for x in params[:4])
+    obj._q_max = None if np.isnan(params[4]) else float(params[4])
+    obj.depth = int(params[5])
+    obj._nodes = {n: np.asarray(snap[f"node_{n}"]) for n in C.NODE_COLUMNS}
+    obj._exp = {n: np.asarray(snap[f"exp_{n}"]) for n in C.EXPERIENCE_COLUMNS}
+    obj._block = np.asarray(snap["block"])
+    obj._text = np.asarray(snap["text"])
+    obj._text_used = obj._text.shape[0]
+    obj._pk_table = np.asarray(snap["pk_table"])
+    obj._key_table = np.asarray(snap["key_table"])
+    obj._n_nodes = obj._nodes["parent"].shape[0]
+    obj._n_exp = obj._block.shape[0]
+    if obj._exp["path"].shape != (obj._n_exp, obj.depth) or obj._block.shape[1] != C.block_width(len(obj.horizons)):
+        raise InputError("snapshot arrays have inconsistent shapes")
+
+
+class ExperienceStore(StoreReader):
+    """Writable experience tree with per-horizon reliability (ToE).
+
+    Parameters: ``horizons`` (names like ``"h10"`` or integers ``10``),
+    ``depth`` L (max path length), ``q0`` neutral prior (new experiences start at
+    q0), ``eta`` formula learning rate, ``eta_task`` asymmetric decay, bounds
+    ``q_min``/``q_max`` (default ``[0, 2*q0]``), ``capacity`` initial experience
+    rows, ``levels`` names of the tree levels (CSV columns).
+    """
+
+    def __init__(
+        self,
+        horizons=DEFAULT_HORIZONS,
+        depth: int = 3,
+        q0: float = 1.0,
+        eta: float = 10.0,
+        eta_task: float = 1.0,
+        q_min: float = 0.0,
+        q_max: float | None = None,
+        capacity: int = 1024,
+        node_capacity: int | None = None,
+        levels: Sequence[str] | None = None,
+    ):
+        self.horizons = horizon_names(horizons)
+        if isinstance(depth, (bool, np.bool_)) or not isinstance(depth, (int, np.integer)) or depth < 1:
+            raise InputError(f"depth must be an integer >= 1, got {depth!r}")
+        self.depth = int(depth)
+        self.q0 = V.finite_scalar(q0, "q0")
+        if self.q0 <= 0:
+            raise InputError(f"q0 must be > 0, got {self.q0}")
+        self.eta = V.finite_scalar(eta, "eta")
+        self.eta_task = V.finite_scalar(eta_task, "eta_task", 0.0, 1.0)
+        self.q_min = V.finite_scalar(q_min, "q_min")
+        self._q_max = None if q_max is None else V.finite_scalar(q_max, "q_max")
+        if not self.q_min <= self.q0 <= self.q_max:
+            raise InputError(f"bounds must satisfy q_min <= q0 <= q_max, got {self.q_min}, {self.q0}, {self.q_max}")
+        if levels is None:
+            levels = FINANCE_LEVELS if self.depth == 3 else tuple(f"level_{i + 1}" for i in range(self.depth))
+        levels = tuple(levels)
+        if len(levels) != self.depth or len(set(levels)) != self.depth or not all(isinstance(v, str) and v for v in levels):
+            raise InputError(f"levels must be {self.depth} distinct non-empty names, got {list(levels)}")
+        self.levels = levels
+        for name, v in (("capacity", capacity), ("node_capacity", node_capacity)):
+            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1):
+                raise InputError(f"{name} must be an integer >= 1, got {v!r}")
+        cap = int(capacity)
+        ncap = int(node_capacity) if node_capacity is not None else cap + 1
+        H = len(self.horizons)
+        self._n_exp = 0
+        self._exp = {n: np.empty(C.column_shape(w, cap, self.depth, H), dtype=dt)
+                     for n, (dt, w) in C.EXPERIENCE_COLUMNS.items()}
+        self._block = C.aligned_empty(cap, C.block_width(H))
+        self._nodes = {n: np.empty(C.column_shape(w, ncap, self.depth, H), dtype=dt)
+                       for n, (dt, w) in C.NODE_COLUMNS.items()}
+        self._text = np.empty(max(64, ncap * 8), dtype=np.uint8)
+        self._text_used = 0
+        # node 0: the virtual root
+        for n, v in (("parent", -1), ("depth", 0), ("key", 0), ("eid", -1), ("first_child", -1),
+                     ("last_child", -1), ("next_sibling", -1), ("next_same_key", -1), ("text_end", 0)):
+            self._nodes[n][0] = v
+        self._n_nodes = 1
+        self._pk_table = np.full(C.next_pow2(2 * ncap), -1, dtype=np.int64)
+        self._key_table = np.full(C.next_pow2(2 * ncap), -1, dtype=np.int64)
+        self._lut = KR.inv_log_lut(LUT_SIZE)
+        from engine.store.ledger import FeedbackLedger
+
+        self.ledger = FeedbackLedger()
+        self.extra_paths: dict[str, Path] = {}
+
+    # --- growth ---------------------------------------------------------------------------
+    def _reserve_nodes(self, n_nodes: int) -> None:
+        cap = self._nodes["parent"].shape[0]
+        if n_nodes > cap:
+            new = max(n_nodes, 2 * cap)
+            self._nodes = {n: C.grow(a, self._n_nodes, new) for n, a in self._nodes.items()}
+        if 2 * n_nodes > self._pk_table.shape[0]:
+            size = C.next_pow2(max(2 * n_nodes, 2 * self._pk_table.shape[0]))
+            self._pk_table = np.full(size, -1, dtype=np.int64)
+            self._key_table = np.full(size, -1, dtype=np.int64)
+            KT.rebuild_tables(self._pk_table, self._key_table, self._nodes["parent"], self._nodes["key"],
+                              self._nodes["next_same_key"], self._n_nodes)
+
+    def _reserve_experiences(self, n_exp: int) -> None:
+        cap = self._block.shape[0]
+        if n_exp > cap:
+            new = max(n_exp, 2 * cap)
+            self._exp = {n: C.grow(a, self._n_exp, new) for n, a in self._exp.items()}
+            self._block = C.grow_aligned(self._block, self._n_exp, new)
+
+    def _append_text(self, data: bytes) -> None:
+        need = self._text_used + len(data)
+        if need > self._text.shape[0]:
+            self._text = C.grow(self._text, self._text_used, max(need, 2 * self._text.shape[0]))
+        self._text[self._text_used : need] = np.frombuffer(data, dtype=np.uint8)
+        self._text_used = need
+
+    # --- adding paths ---------------------------------------------------------------------
+    def add_paths(self, paths: Sequence[Sequence[str]], keys=None, created=None) -> np.ndarray:
+        """Add root-to-leaf paths of node texts; returns their eids ``i8[b]``.
+
+        Existing prefixes are reused (matched by (parent, key)); a path that
+        already ends an experience returns that eid. ``keys`` (optional, one int
+        sequence per path) replaces the text hash as node key (e.g. a canonical
+        Game-of-24 state). ``created`` f8[b] defaults to now.
+        """
+        if isinstance(paths, (str, bytes)) or not isinstance(paths, Sequence):
+            raise InputError(f"paths must be a sequence of paths (sequences of str), got {type(paths).__name__}")
+        b = len(paths)
+        karr = np.zeros((b, self.depth), dtype=np.uint64)
+        lengths = np.zeros(b, dtype=np.int64)
+        if keys is not None and (not isinstance(keys, Sequence) and not isinstance(keys, np.ndarray) or len(keys) != b):
+            raise InputError(f"keys must have one entry per path ({b}), got {keys!r:.80}")
+        for i, p in enumerate(paths):
+            if isinstance(p, str) or not isinstance(p, Sequence) or not 1 <= len(p) <= self.depth:
+                raise InputError(f"paths[{i}] must be a sequence of 1..{self.depth} strings, got {p!r:.80}")
+            for lev, t in enumerate(p):
+                if not isinstance(t, str):
+                    raise InputError(f"paths[{i}][{lev}] must be a str, got {type(t).__name__}")
+            lengths[i] = len(p)
+            if keys is None:
+                karr[i, : len(p)] = [text_key(t) for t in p]
+            else:
+                kp = keys[i]
+                if len(kp) != len(p):
+                    raise InputError(f"keys[{i}] must have {len(p)} entries like paths[{i}], got {len(kp)}")
+                karr[i, : len(p)] = _keys_u64(kp, f"keys[{i}]", 1)
+        return self.add_key_paths(karr, lengths, texts=paths, created=created)
+
+    def add_key_paths(self, keys, lengths=None, texts=None, created=None) -> np.ndarray:
+        """Add paths given as 64-bit keys ``u8/i8[b, l]`` (l <= L); the fast path.
+
+        ``lengths i8[b]`` (default l) picks ``keys[i, :lengths[i]]``; ``texts``
+        (optional, one str sequence per path) names newly created nodes.
+        Returns eids ``i8[b]``.
+        """
+        keys = _keys_u64(keys, "keys", 2)
+        b, width = keys.shape
+        if width > self.depth:
+            raise InputError(f"keys must have at most depth={self.depth} columns, got {width}")
+        if lengths is None:
+            lengths = np.full(b, width, dtype=np.int64)
+        else:
+            lengths = V.int_array(lengths, "lengths")
+            if lengths.shape[0] != b:
+                raise InputError(f"lengths must have {b} entries, got {lengths.shape[0]}")
+            if b and (lengths.min() < 1 or lengths.max() > width):
+                raise InputError(f"lengths must be in 1..{width}, got range [{lengths.min()}, {lengths.max()}]")
+        if b and width == 0:
+            raise InputError("keys must have at least one column")
+        if created is None:
+            created = np.full(b, time.time(), dtype=np.float64)
+        else:
+            created = V.float_array(created, "created", (b,))
+        if texts is not None and len(texts) != b:
+            raise InputError(f"texts must have one entry per path ({b}), got {len(texts)}")
+        if width < self.depth:
+            keys = np.concatenate([keys, np.zeros((b, self.depth - width), dtype=np.uint64)], axis=1)
+        out = np.empty(b, dtype=np.int64)
+        H = self.n_horizons
+        self._reserve_experiences(self._n_exp + b)
+        start = 0
+        while start < b:
+            free = min(self._nodes["parent"].shape[0], self._pk_table.shape[0] // 2) - self._n_nodes
+            src = np.empty(max(0, min(free, (b - start) * self.depth)), dtype=np.int64)
+            first_new = self._n_nodes
+            done, n_nodes, n_exp, n_new = KT.add_key_paths(
+                keys[start:], lengths[start:], created[start:], self.q0, H,
+                self._nodes["parent"], self._nodes["depth"], self._nodes["key"], self._nodes["eid"],
+                self._nodes["first_child"], self._nodes["last_child"], self._nodes["next_sibling"],
+                self._nodes["next_same_key"], self._pk_table, self._key_table, self._n_nodes,
+                self._exp["path"], self._exp["created"], self._block, self._n_exp,
+                out[start:], src,
+            )
+            ends = self._nodes["text_end"]
+            if texts is None:
+                ends[first_new:n_nodes] = self._text_used
+            else:
+                pos = self._text_used
+                parts = []
+                for j, s in enumerate(src[:n_new]):
+                    i, lev = divmod(int(s), self.depth)
+                    data = texts[start + i][lev].encode("utf-8")
+                    parts.append(data)
+                    pos += len(data)
+                    ends[first_new + j] = pos
+                self._append_text(b"".join(parts))
+            self._n_nodes, self._n_exp = int(n_nodes), int(n_exp)
+            start += int(done)
+            if start < b:  # out of node room: grow (doubling) and go on
+                self._reserve_nodes(self._n_nodes + self.depth * max(1, min(b - start, 1 << 20)))
+        return out
+
+    # --- counters -------------------------------------------------------------------------
+    def record_recall(self, eids, counts=None) -> None:
+        """``recall[eids] += counts`` (default 1 each): retrieved as a candidate (ToE Table A1)."""
+        eids = self._check_eids(eids)
+        cnt = V.counts_array(counts, eids.shape[0])
+        KR.add_counts(self._block, eids, C.recall_col(self.n_horizons), cnt)
+
+    def record_hit(self, eids, counts=None) -> None:
+        """``hit[eids] += counts`` (default 1 each): actually used. Hit never exceeds recall.
+
+        Raises :class:`StoreError` (and changes nothing) if any hit would exceed its recall.
+        """
+        eids = self._check_eids(eids)
+        cnt = V.counts_array(counts, eids.shape[0])
+        if eids.size:
+            uniq, inv = np.unique(eids, return_inverse=True)
+            add = np.bincount(inv, weights=cnt)
+            H = self.n_horizons
+            new_hit = self._block[uniq, C.hit_col(H)] + add
+            rec = self._block[uniq, C.recall_col(H)]
+            bad = np.flatnonzero(new_hit > rec)
+            if bad.size:
+                e = int(uniq[bad[0]])
+                raise StoreError(
+                    f"record_hit would make hit {int(new_hit[bad[0]])} exceed recall {int(rec[bad[0]])} "
+                    f"for eid {e}; hit never exceeds recall (record_recall first)")
+        KR.add_counts(self._block, eids, C.hit_col(self.n_horizons), cnt)
+
+    def set_counts(self, eids, recall, hit) -> None:
+        """Overwrite recall and hit of ``eids`` (imports); requires 0 <= hit <= recall."""
+        eids = self._check_eids(eids)
+        recall = V.int_array(recall, "recall")
+        hit = V.int_array(hit, "hit")
+        if recall.shape != eids.shape or hit.shape != eids.shape:
+            raise InputError(f"recall and hit must have {eids.shape[0]} entries, got {recall.shape[0]} and {hit.shape[0]}")
+        if eids.size and (hit.min() < 0 or (hit > recall).any()):
+            i = int(np.flatnonzero((hit < 0) | (hit > recall))[0])
+            raise InputError(f"hit must satisfy 0 <= hit <= recall, got hit={hit[i]} recall={recall[i]} at position {i}")
+        H = self.n_horizons
+        self._block[eids, C.recall_col(H)] = recall
+        self._block[eids, C.hit_col(H)] = hit
+
+    def set_reliability(self, eids, values) -> None:
+        """Overwrite Q ``f8[b, H]`` of ``eids`` (imports, LLM updaters that output Q); bounds checked."""
+        eids = self._check_eids(eids)
+        values = V.float_array(values, "values", (eids.shape[0], self.n_horizons))
+        if values.size and (values.min() < self.q_min or values.max() > self.q_max):
+            raise InputError(f"values must lie in [{self.q_min}, {self.q_max}], got range "
+                             f"[{values.min()}, {values.max()}]")
+        self._block[eids, : self.n_horizons] = values
+
+    # --- reliability updates (ToE eqs. (8)-(10), (A3)-(A6)) -------------------------------
+    def update(self, eids, rewards, rule: str = "formula", *, horizon=None, eta=None, q0=None,
+               eta_task=None) -> None:
+        """Apply one batch of reliability updates in batch order (repeated eids sequentially).
+
+        ``rule``: "formula" (eq. (9)/(A6)), "asymmetric" (eq. (A3), ``eta_task``),
+        "binary" (eqs. (A4)/(A5): eq. (A3) with eta_task = 1) or "delta" (eq. (10):
+        ``rewards`` are externally computed deltas). ``rewards`` is ``f8[b, H]``
+        (all horizons), or ``f8[b]`` with ``horizon`` an index/name or ``i8[b]``.
+        Results are clipped to ``[q_min, q_max]``. The batch is validated
+        as a whole first: on any error nothing changes.
+        """
+        if rule not in RULES:
+            raise InputError(f"rule must be one of {', '.join(RULES)}, got {rule!r}")
+        eids = self._check_eids(eids)
+        b = eids.shape[0]
+        H = self.n_horizons
+        if horizon is None:
+            r = V.float_array(rewards, "rewards", (b, H))
+            hcols = None
+        else:
+            r = V.float_array(rewards, "rewards", (b,))
+            hcols = V.horizon_array(horizon, self.horizons, b)
+        eta = self.eta if eta is None else V.finite_scalar(eta, "eta")
+        if q0 is None:
+            q0 = self.q0
+        else:
+            q0 = V.finite_scalar(q0, "q0")
+            if q0 <= 0:
+                raise InputError(f"q0 must be > 0, got {q0}")
+        q_max = (2.0 * q0) if self._q_max is None else self._q_max
+        if rule == "binary":
+            eta_task = 1.0
+        else:
+            eta_task = self.eta_task if eta_task is None else V.finite_scalar(eta_task, "eta_task", 0.0, 1.0)
+        if b == 0:
+            return
+        blk = self._block
+        if rule == "formula":
+            if hcols is None:
+                KR.formula_update(blk, eids, r, eta, q0, self.q_min, q_max, self._lut)
+            else:
+                KR.formula_update_h(blk, eids, hcols, r, H, eta, q0, self.q_min, q_max, self._lut)
+        elif rule in ("asymmetric", "binary"):
+            if hcols is None:
+                KR.asymmetric_update(blk, eids, r, eta_task, self.q_min, q_max)
+            else:
+                KR.asymmetric_update_h(blk, eids, hcols, r, eta_task, self.q_min, q_max)
+        else:
+            if hcols is None:
+                KR.delta_update(blk, eids, r, self.q_min, q_max)
+            else:
+                KR.delta_update_h(blk, eids, hcols, r, self.q_min, q_max)
+
+    # --- delayed feedback (ToE eq. (7)) ---------------------------------------------------
+    def defer(self, episode_ids, eids, horizons, due, actions) -> np.ndarray:
+        """Record pending updates in :attr:`ledger` (eids checked here). Returns entry ids."""
+        eids = self._check_eids(eids)
+        hcols = V.horizon_array(horizons, self.horizons, eids.shape[0], "horizons")
+        return self.ledger.add(episode_ids, eids, hcols, due, actions)
+
+    def resolve(self, entries, outcomes=None, rewards=None, rule: str = "formula", **params) -> None:
+        """Apply pending ledger entries exactly once and mark them applied.
+
+        Rewards are ``action * outcome`` (ToE eq. (7), FinEvolveBench's
+        ``r = a_t o_{t+h}``) unless ``rewards`` is given. Entries already applied
+        or unknown raise :class:`StoreError`; nothing changes on any error.
+        """
+        entries, eids, hcols, r = self.ledger.prepare(entries, outcomes, rewards)
+        self.update(eids, r, rule, horizon=hcols, **params)
+        self.ledger.mark_applied(entries, r)
+
+    # --- snapshots and persistence --------------------------------------------------------
+    @staticmethod
+    def from_snapshot(snap: Mapping[str, np.ndarray], writable: bool = False):
+        """A :class:`StoreView` over ``snap`` (zero-copy), or with ``writable`` a new store (copies)."""
+        view = StoreView(snap)
+        if not writable:
+            return view
+        st = ExperienceStore.__new__(ExperienceStore)
+        _load_snapshot_into(st, {k: np.array(v, copy=True) for k, v in snap.items()})
+        st._block = C.grow_aligned(st._block, st._n_exp, max(st._n_exp, 1))
+        st._lut = KR.inv_log_lut(LUT_SIZE)
+        from engine.store.ledger import FeedbackLedger
+
+        st.ledger = FeedbackLedger()
+        st.extra_paths = {}
+        return st
+
+    def save(self, directory, extras: Mapping[str, Callable[[Path], None]] | None = None) -> Path:
+        """Atomically save a checkpoint (store + ledger + ``extras``) into ``directory``.
+
+        ``extras`` maps file names to writer callbacks ``writer(path)`` that
+        write extra artifacts into the staging checkpoint (checksummed in the
+        manifest). Returns the checkpoint folder. See :mod:`engine.store.persistence`.
+        """
+        from engine.store.persistence import save_store
+
+        return save_store(self, directory, extras)
+
+    @classmethod
+    def load(cls, directory) -> "ExperienceStore":
+        """Load the current checkpoint of ``directory``; ``extra_paths`` maps extras to files."""
+        from engine.store.persistence import load_store
+
+        return load_store(directory)
+
+    # --- memory ---------------------------------------------------------------------------
+    def nbytes(self) -> dict[str, int]:
+        """Allocated bytes per part, and the raw bytes of the used rows at logical dtypes."""
+        H = self.n_horizons
+        n, m = self._n_exp, self._n_nodes
+        raw_exp = n * (H * 8 + 8 + 8 + self.depth * 8 + 8)  # Q, hit, recall, path, created
+        raw_nodes = m * (8 + 8 + 8) + self._text_used  # parent, depth, key, text
+        return {
+            "experiences": self._block.nbytes + sum(a.nbytes for a in self._exp.values()),
+            "nodes": sum(a.nbytes for a in self._nodes.values()) + self._text.nbytes,
+            "tables": self._pk_table.nbytes + self._key_table.nbytes,
+            "raw_experiences": raw_exp,
+            "raw_nodes": raw_nodes,
+        }

@@ -1,0 +1,204 @@
+"""Delayed-feedback ledger (ToE eq. (7)): pending updates applied exactly once.
+
+An outcome ``o_{t+h}`` arrives h steps after the action ``a_t`` that used an
+experience. Each pending update is one entry keyed by
+``(episode id, eid, horizon)`` with its due time and the action value needed to
+compute the reward later (``r = a_t * o_{t+h}`` in FinEvolveBench). Resolving
+an entry applies its update to the store and marks it applied in the same call;
+the ledger is saved in the same checkpoint as the store
+(:mod:`engine.store.persistence`), so a restart from any checkpoint neither
+loses a pending update nor applies one twice.
+
+Columns are declared once in :data:`LEDGER_COLUMNS`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from engine.errors import InputError, StoreError
+from engine.store import validate as V
+
+LEDGER_COLUMNS: dict[str, str] = {
+    "episode": "i8",  # episode id that used the experience
+    "eid": "i8",
+    "horizon": "i8",  # horizon index into the store's horizons
+    "due": "i8",  # time step at which the outcome becomes known
+    "action": "f8",  # a_t (e.g. a sentiment score) for r = a_t * o_{t+h}
+    "status": "i8",  # PENDING or APPLIED
+    "reward": "f8",  # the reward applied (NaN while pending)
+}
+PENDING, APPLIED = 0, 1
+
+
+def _mix(x: np.ndarray) -> np.ndarray:
+    x = x.astype(np.uint64, copy=True)
+    with np.errstate(over="ignore"):
+        x ^= x >> np.uint64(30)
+        x *= np.uint64(0xBF58476D1CE4E5B9)
+        x ^= x >> np.uint64(27)
+        x *= np.uint64(0x94D049BB133111EB)
+        x ^= x >> np.uint64(31)
+    return x
+
+
+def _entry_hash(episode, eid, horizon) -> np.ndarray:
+    with np.errstate(over="ignore"):
+        return _mix(_mix(_mix(episode.astype(np.uint64)) ^ eid.astype(np.uint64)) ^ horizon.astype(np.uint64))
+
+
+class FeedbackLedger:
+    """Struct-of-arrays list of pending / applied delayed updates."""
+
+    def __init__(self, capacity: int = 64):
+        self._n = 0
+        self._cols = {n: np.empty(capacity, dtype=dt) for n, dt in LEDGER_COLUMNS.items()}
+        self._hash_sorted = np.empty(0, dtype=np.uint64)
+        self._hash_order = np.empty(0, dtype=np.int64)
+
+    def __len__(self) -> int:
+        return self._n
+
+    def column(self, name: str) -> np.ndarray:
+        if name not in LEDGER_COLUMNS:
+            raise InputError(f"unknown ledger column {name!r}; valid: {', '.join(LEDGER_COLUMNS)}")
+        v = self._cols[name][: self._n].view()
+        v.flags.writeable = False
+        return v
+
+    def columns(self) -> dict[str, np.ndarray]:
+        return {n: self.column(n) for n in LEDGER_COLUMNS}
+
+    @property
+    def n_pending(self) -> int:
+        return int((self._cols["status"][: self._n] == PENDING).sum())
+
+    def _find(self, episode, eid, horizon) -> np.ndarray:
+        """Entry index of each key, or -1."""
+        out = np.full(eid.shape[0], -1, dtype=np.int64)
+        hs = self._hash_sorted
+        if hs.size == 0 or eid.size == 0:
+            return out
+        h = _entry_hash(episode, eid, horizon)
+        pos = np.minimum(np.searchsorted(hs, h), hs.shape[0] - 1)
+        cand = self._hash_order[pos]
+        c = self._cols
+        ok = (hs[pos] == h) & (c["episode"][cand] == episode) & (c["eid"][cand] == eid) & (c["horizon"][cand] == horizon)
+        out[ok] = cand[ok]
+        return out
+
+    def add(self, episode_ids, eids, horizons, due, actions) -> np.ndarray:
+        """Append pending entries; returns their entry ids ``i8[b]``.
+
+        Re-adding an identical entry (same key, due and action) is a no-op that
+        returns the existing id (replays after a restart); a conflicting one,
+        or a key repeated within the batch, raises :class:`InputError`. eids and
+        horizon indices are checked by the store (:meth:`ExperienceStore.defer`).
+        """
+        eids = V.int_array(eids, "eids")
+        b = eids.shape[0]
+        episode = V.int_array(np.broadcast_to(episode_ids, (b,)) if np.ndim(episode_ids) == 0 else episode_ids, "episode_ids")
+        horizon = V.int_array(horizons, "horizons")
+        due = V.int_array(np.broadcast_to(due, (b,)) if np.ndim(due) == 0 else due, "due")
+        actions = V.float_array(np.broadcast_to(actions, (b,)) if np.ndim(actions) == 0 else actions, "actions", (b,))
+        for name, arr in (("episode_ids", episode), ("horizons", horizon), ("due", due)):
+            if arr.shape[0] != b:
+                raise InputError(f"{name} must have {b} entries (one per eid), got {arr.shape[0]}")
+        h = _entry_hash(episode, eids, horizon)
+        if b:
+            uniq, first, counts = np.unique(h, return_index=True, return_counts=True)
+            if (counts > 1).any():
+                dup = int(np.flatnonzero(h == uniq[counts > 1][0])[1])
+                raise InputError(
+                    f"ledger entry (episode={episode[dup]}, eid={eids[dup]}, horizon={horizon[dup]}) "
+                    f"appears twice in the batch (position {dup})")
+        found = self._find(episode, eids, horizon)
+        old = found >= 0
+        if old.any():
+            c = self._cols
+            conflict = old & ((c["due"][np.where(old, found, 0)] != due) | (c["action"][np.where(old, found, 0)] != actions))
+            if conflict.any():
+                i = int(np.flatnonzero(conflict)[0])
+                raise InputError(
+                    f"ledger entry (episode={episode[i]}, eid={eids[i]}, horizon={horizon[i]}) already exists "
+                    f"with a different due time or action")
+        new = ~old
+        m = int(new.sum())
+        ids = found.copy()
+        if m:
+            self._reserve(self._n + m)
+            sl = slice(self._n, self._n + m)
+            c = self._cols
+            c["episode"][sl] = episode[new]
+            c["eid"][sl] = eids[new]
+            c["horizon"][sl] = horizon[new]
+            c["due"][sl] = due[new]
+            c["action"][sl] = actions[new]
+            c["status"][sl] = PENDING
+            c["reward"][sl] = np.nan
+            ids[new] = np.arange(self._n, self._n + m)
+            self._n += m
+            self._reindex()
+        return ids
+
+    def _reserve(self, n: int) -> None:
+        cap = self._cols["eid"].shape[0]
+        if n > cap:
+            new = max(n, 2 * cap)
+            for k, a in self._cols.items():
+                g = np.empty(new, dtype=a.dtype)
+                g[: self._n] = a[: self._n]
+                self._cols[k] = g
+
+    def _reindex(self) -> None:
+        c = self._cols
+        h = _entry_hash(c["episode"][: self._n], c["eid"][: self._n], c["horizon"][: self._n])
+        order = np.argsort(h, kind="stable")
+        self._hash_sorted = h[order]
+        self._hash_order = order.astype(np.int64)
+
+    def due(self, now) -> np.ndarray:
+        """Entry ids of pending entries with ``due <= now``, ascending."""
+        c = self._cols
+        mask = (c["status"][: self._n] == PENDING) & (c["due"][: self._n] <= int(now))
+        return np.flatnonzero(mask).astype(np.int64)
+
+    def pending(self) -> np.ndarray:
+        return np.flatnonzero(self._cols["status"][: self._n] == PENDING).astype(np.int64)
+
+    def prepare(self, entries, outcomes=None, rewards=None):
+        """Validate a resolution; returns ``(entries, eids, horizons, rewards)`` without changing anything."""
+        entries = V.int_array(entries, "entries")
+        b = entries.shape[0]
+        bad = np.flatnonzero((entries < 0) | (entries >= self._n))
+        if bad.size:
+            raise StoreError(f"unknown ledger entry {int(entries[bad[0]])}; the ledger has {self._n} entries")
+        if b and np.unique(entries).shape[0] != b:
+            raise InputError("entries must not repeat within one resolution")
+        c = self._cols
+        done = np.flatnonzero(c["status"][entries] != PENDING)
+        if done.size:
+            raise StoreError(f"ledger entry {int(entries[done[0]])} was already applied; each update applies once")
+        if (outcomes is None) == (rewards is None):
+            raise InputError("give exactly one of outcomes (r = action * outcome) or rewards")
+        if rewards is None:
+            o = V.float_array(outcomes, "outcomes", (b,))
+            r = c["action"][entries] * o  # ToE eq. (7), r_env = a_t * o_{t+h}
+        else:
+            r = V.float_array(rewards, "rewards", (b,))
+        return entries, c["eid"][entries].copy(), c["horizon"][entries].copy(), r
+
+    def mark_applied(self, entries: np.ndarray, rewards: np.ndarray) -> None:
+        self._cols["status"][entries] = APPLIED
+        self._cols["reward"][entries] = rewards
+
+    @classmethod
+    def from_columns(cls, cols: dict[str, np.ndarray]) -> "FeedbackLedger":
+        """Rebuild from persisted columns (validated by the caller)."""
+        n = int(cols["eid"].shape[0])
+        led = cls(capacity=max(n, 64))
+        for k, dt in LEDGER_COLUMNS.items():
+            led._cols[k][:n] = np.asarray(cols[k], dtype=dt)
+        led._n = n
+        led._reindex()
+        return led

@@ -1,0 +1,121 @@
+"""The paper's path-based CSV (ToE "Tree Representation and Decoupled Execution", Table A1).
+
+One row per root-to-leaf path: the level columns (``industry``, ``factor``,
+``analysis_direction`` for the finance tree), one reliability column per
+horizon ``q_<horizon>`` (``q_h10``, ``q_h20``, ``q_h40``), then ``recall``,
+``hit`` and ``eid``. Shorter paths leave their trailing level cells empty.
+
+On import, rows are added in ascending ``eid`` order; the store numbers its
+experiences 0..n-1, so CSV eids that are not exactly 0..n-1 are renumbered
+(in the same order) and :func:`read_path_csv` reports it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from engine.errors import InputError
+from engine.store.experience import ExperienceStore
+
+FIXED_TAIL = ("recall", "hit", "eid")
+
+
+def read_path_csv(path, **store_kwargs) -> tuple[ExperienceStore, bool]:
+    """Build a store from a path CSV. Returns ``(store, renumbered)``.
+
+    Level columns are the columns before the first ``q_`` column; horizons are
+    taken from the ``q_<horizon>`` columns. ``store_kwargs`` go to
+    :class:`ExperienceStore` (q0, eta, ...).
+    """
+    import pyarrow as pa
+    import pyarrow.csv as pcsv
+
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"path CSV {path} does not exist")
+    try:
+        with open(path, "rb") as fh:
+            header = fh.readline().decode("utf-8").strip().split(",")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path} is not UTF-8 text: {exc}") from exc
+    header = [h.strip().strip('"') for h in header]
+    qcols = [h for h in header if h.startswith("q_")]
+    missing = [c for c in FIXED_TAIL if c not in header]
+    if not qcols or missing:
+        raise InputError(
+            f"{path} must have level columns, q_<horizon> columns and recall, hit, eid; "
+            f"missing: {', '.join(missing + ([] if qcols else ['q_<horizon>']))} (got {header})")
+    levels = header[: header.index(qcols[0])]
+    if not levels:
+        raise InputError(f"{path} has no level columns before {qcols[0]}")
+    horizons = tuple(q[2:] for q in qcols)
+    types = {c: pa.string() for c in levels}
+    types.update({q: pa.float64() for q in qcols})
+    types.update({c: pa.int64() for c in FIXED_TAIL})
+    try:
+        table = pcsv.read_csv(path, convert_options=pcsv.ConvertOptions(
+            column_types=types, strings_can_be_null=True, quoted_strings_can_be_null=False))
+    except pa.ArrowInvalid as exc:
+        raise InputError(f"{path} could not be parsed: {exc}") from exc
+    n = table.num_rows
+    for c in qcols + list(FIXED_TAIL):
+        if table.column(c).null_count:
+            raise InputError(f"{path}: column {c} has empty cells")
+    q = np.stack([table.column(c).to_numpy() for c in qcols], axis=1).astype(np.float64) if n else np.zeros((0, len(qcols)))
+    recall = table.column("recall").to_numpy().astype(np.int64)
+    hit = table.column("hit").to_numpy().astype(np.int64)
+    eid = table.column("eid").to_numpy().astype(np.int64)
+    if n and np.unique(eid).shape[0] != n:
+        raise InputError(f"{path}: eid values must be unique")
+    level_cols = [table.column(c).to_pylist() for c in levels]
+    paths = []
+    for i in range(n):
+        p = [level_cols[j][i] for j in range(len(levels))]
+        while p and (p[-1] is None or p[-1] == ""):
+            p.pop()
+        if not p or any(v is None or v == "" for v in p):
+            raise InputError(f"{path}: row {i + 2} has an empty level cell before its leaf (or no path)")
+        paths.append(p)
+    store = ExperienceStore(horizons=horizons, depth=len(levels), levels=levels,
+                            capacity=max(n, 1), **store_kwargs)
+    order = np.argsort(eid, kind="stable")
+    if n and not np.isfinite(q).all():
+        raise InputError(f"{path}: q columns must be finite numbers")
+    eids = store.add_paths([paths[i] for i in order])
+    if n and np.unique(eids).shape[0] != n:
+        first = np.flatnonzero(np.bincount(eids) > 1)[0]
+        rows = (order[np.flatnonzero(eids == first)] + 2).tolist()
+        raise InputError(f"{path}: rows {rows} repeat the same path")
+    store.set_reliability(eids, q[order])
+    store.set_counts(eids, recall[order], hit[order])
+    renumbered = bool(n) and not np.array_equal(eid[order], np.arange(n))
+    return store, renumbered
+
+
+def write_path_csv(store, path) -> int:
+    """Write one row per experience (eid order); returns the number of rows."""
+    import pyarrow as pa
+    import pyarrow.csv as pcsv
+
+    n = store.n_experiences
+    texts = np.array([store.node_text(v) for v in range(store.n_nodes)], dtype=object)
+    texts[0] = ""
+    paths = store.paths
+    cols = {}
+    for lev, name in enumerate(store.levels):
+        ids = paths[:, lev]
+        col = texts[np.where(ids >= 0, ids, 0)]
+        cols[name] = pa.array([None if i < 0 else t for i, t in zip(ids, col)], type=pa.string())
+    rel = store.reliability
+    for j, h in enumerate(store.horizons):
+        cols[f"q_{h}"] = pa.array(np.ascontiguousarray(rel[:, j]))
+    cols["recall"] = pa.array(store.recall)
+    cols["hit"] = pa.array(store.hit)
+    cols["eid"] = pa.array(np.arange(n, dtype=np.int64))
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    pcsv.write_csv(pa.table(cols), tmp)
+    tmp.replace(path)
+    return n

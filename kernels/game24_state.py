@@ -1,0 +1,163 @@
+"""Game-of-24 states as exact rationals: reduction, canonical form, 64-bit keys, hash table.
+
+A state is a multiset of 1..4 rationals held as padded rows ``num i8[4]``,
+``den i8[4]`` and a size ``n`` (padding is 0/1). Its canonical form is the
+reduced pairs (denominator > 0) sorted lexicographically by (numerator,
+denominator); ToE "Details in Game of 24": "each state is represented by the
+canonicalized multiset of its remaining numbers". The 64-bit key is a SplitMix64
+chain over ``n`` and the canonical pairs. Keys only index tables: every lookup
+compares the canonical rows too, so a key collision never merges two states.
+
+Magnitudes: callers keep |numerator| and denominator below 2**62 (the engine
+checks this at the boundary); arithmetic that could leave that range is done in
+:mod:`kernels.game24_solver` with explicit overflow checks.
+"""
+
+import numba
+import numpy as np
+
+WIDTH = 4  # most numbers in a state (a Game-of-24 puzzle)
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_M1 = np.uint64(0xBF58476D1CE4E5B9)
+_M2 = np.uint64(0x94D049BB133111EB)
+_S30 = np.uint64(30)
+_S27 = np.uint64(27)
+_S31 = np.uint64(31)
+
+
+@numba.njit(cache=True)
+def gcd(a, b):
+    """Greatest common divisor of two int64 (sign ignored); gcd(0, 0) == 0."""
+    a = abs(a)
+    b = abs(b)
+    while b != 0:
+        a, b = b, a % b
+    return a
+
+
+@numba.njit(cache=True)
+def mix64(z):
+    """SplitMix64 finaliser on a uint64 (Steele, Lea, Flood 2014)."""
+    z = (z ^ (z >> _S30)) * _M1
+    z = (z ^ (z >> _S27)) * _M2
+    return z ^ (z >> _S31)
+
+
+@numba.njit(cache=True)
+def canonicalize_row(num, den, n):
+    """Reduce and sort one state in place.
+
+    num, den: i8[>= n]; den != 0. After the call den > 0, gcd(|num|, den) == 1
+    (0 is 0/1) and the first n pairs ascend by (num, den).
+    """
+    for k in range(n):
+        a = num[k]
+        b = den[k]
+        if b < 0:
+            a = -a
+            b = -b
+        g = gcd(a, b)
+        if g > 1:
+            a //= g
+            b //= g
+        if a == 0:
+            b = 1
+        num[k] = a
+        den[k] = b
+    sort_row(num, den, n)
+
+
+@numba.njit(cache=True)
+def sort_row(num, den, n):
+    """Sort the first n (already reduced) pairs ascending by (num, den), in place (n <= 4)."""
+    for k in range(1, n):
+        a = num[k]
+        b = den[k]
+        m = k - 1
+        while m >= 0 and (num[m] > a or (num[m] == a and den[m] > b)):
+            num[m + 1] = num[m]
+            den[m + 1] = den[m]
+            m -= 1
+        num[m + 1] = a
+        den[m + 1] = b
+
+
+@numba.njit(cache=True)
+def state_key(num, den, n):
+    """64-bit key (returned as int64) of a state already in canonical form.
+
+    num, den: i8[>= n] canonical (see :func:`canonicalize_row`).
+    """
+    h = mix64(_GOLDEN * np.uint64(n + 1))
+    for k in range(n):
+        h = mix64(h ^ np.uint64(num[k]))
+        h = mix64((h + _GOLDEN) ^ np.uint64(den[k]))
+    return np.int64(h)
+
+
+@numba.njit(cache=True)
+def canonical_keys(num, den, size, out_num, out_den, out_key):
+    """Canonical forms and keys of a batch of states.
+
+    num, den: i8[b, 4] padded states (den != 0 on used columns); size: i8[b] in 1..4.
+    out_num, out_den: i8[b, 4] receive the canonical rows (padding 0/1);
+    out_key: i8[b] receives the keys. Inputs are not modified.
+    """
+    b = size.shape[0]
+    for r in range(b):
+        n = size[r]
+        for c in range(num.shape[1]):
+            if c < n:
+                out_num[r, c] = num[r, c]
+                out_den[r, c] = den[r, c]
+            else:
+                out_num[r, c] = 0
+                out_den[r, c] = 1
+        canonicalize_row(out_num[r], out_den[r], n)
+        out_key[r] = state_key(out_num[r], out_den[r], n)
+
+
+@numba.njit(cache=True)
+def rows_equal(t_num, t_den, t_size, s, num, den, n):
+    """True when table row s holds the canonical state (num, den, n)."""
+    if t_size[s] != n:
+        return False
+    for c in range(n):
+        if t_num[s, c] != num[c] or t_den[s, c] != den[c]:
+            return False
+    return True
+
+
+@numba.njit(cache=True)
+def table_find(t_used, t_key, t_num, t_den, t_size, key, num, den, n):
+    """Find a canonical state in an open-addressing table (linear probing).
+
+    t_used: u1[cap] (cap a power of two), t_key: i8[cap], t_num, t_den: i8[cap, 4],
+    t_size: i8[cap]. Returns the slot (>= 0) holding the state, or ``-(s + 1)``
+    where s is the empty slot it would go to. Equality is decided on the
+    canonical row, never on the key alone. The table must have an empty slot.
+    """
+    mask = t_key.shape[0] - 1
+    s = np.int64(np.uint64(key) & np.uint64(mask))
+    while True:
+        if t_used[s] == 0:
+            return -(s + 1)
+        if t_key[s] == key and rows_equal(t_num, t_den, t_size, s, num, den, n):
+            return s
+        s = (s + 1) & mask
+
+
+@numba.njit(cache=True)
+def table_put(t_used, t_key, t_num, t_den, t_size, s, key, num, den, n):
+    """Write a canonical state into empty slot s (from :func:`table_find`)."""
+    t_used[s] = 1
+    t_key[s] = key
+    t_size[s] = n
+    for c in range(t_num.shape[1]):
+        if c < n:
+            t_num[s, c] = num[c]
+            t_den[s, c] = den[c]
+        else:
+            t_num[s, c] = 0
+            t_den[s, c] = 1

@@ -1,0 +1,180 @@
+"""Reliability update kernels (ToE eqs. (8)-(10), (A3)-(A6)).
+
+Row layout ("block"): every experience owns one row of a C-contiguous
+``f8[n, W]`` array whose rows are 64-byte aligned (``W`` a multiple of 8, so a
+row is one or more whole cache lines; ``W = 8`` for up to 6 horizons)::
+
+    block[e, 0:H]   reliability Q(e) per horizon
+    block[e, H]     hit count n_hit(e), stored as float64 (exact below 2**53)
+    block[e, H + 1] recall count, stored as float64
+    block[e, H+2:]  padding
+
+An update reads Q and n_hit and writes Q of one row: one cache miss per
+update, the same as a random scatter-add into ``Q`` alone. Two more tricks
+keep the kernel at the memory limit:
+
+* ``1 / (1 + ln(1 + n_hit))`` comes from a lookup table (``inv_log_lut``) for
+  ``n_hit < len(lut)`` and from ``math.log`` above it;
+* ``PREFETCH`` updates ahead, the kernel reads the target row of a later
+  update ("touch"), so the cache misses of several updates overlap instead of
+  being paid one after another.
+
+Every kernel applies its updates sequentially in batch order, so an eid that
+repeats within a batch sees the result of its earlier updates, exactly as if
+the updates had come one at a time (``np.add.at`` would not: the formula is
+not additive). Inputs are validated by the caller (``engine.store``):
+``eids`` are in range, rewards are finite, horizon columns are in range.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+
+PREFETCH = 32  # updates ahead whose row is touched before it is updated
+
+
+@numba.njit(cache=True)
+def inv_log_lut(size):
+    """``lut f8[size]`` with ``lut[n] = 1 / (1 + ln(1 + n))``: the usage damping of ToE eq. (9)."""
+    out = np.empty(size, dtype=np.float64)
+    for n in range(size):
+        out[n] = 1.0 / (1.0 + math.log(1.0 + n))
+    return out
+
+
+@numba.njit(cache=True, inline="always")
+def _inv_log(n_hit, lut):
+    n = int(n_hit)
+    if n < lut.shape[0]:
+        return lut[n]
+    return 1.0 / (1.0 + math.log(1.0 + n))
+
+
+@numba.njit(cache=True, inline="always")
+def _clip(q, q_min, q_max):
+    if q < q_min:
+        return q_min
+    if q > q_max:
+        return q_max
+    return q
+
+
+@numba.njit(cache=True)
+def formula_update(block, eids, rewards, eta, q0, q_min, q_max, lut):
+    """ToE eq. (9)/(A6) on whole reliability vectors, in batch order.
+
+    ``Q <- clip(Q + eta * (1 - ((Q - q0) / q0)^2) / (1 + ln(1 + n_hit)) * r, q_min, q_max)``
+    with ``n_hit = block[e, H]`` the hit count at update time.
+
+    block f8[n, W] (layout in the module docstring), eids i8[b], rewards f8[b, H],
+    lut f8[m] from :func:`inv_log_lut`. Writes ``block[:, :H]`` in place and
+    returns a float that only exists to keep the prefetch touches alive.
+    """
+    b = eids.shape[0]
+    h = rewards.shape[1]
+    touch = 0.0
+    for i in range(b):
+        if i + PREFETCH < b:
+            touch += block[eids[i + PREFETCH], h]
+        e = eids[i]
+        damp = eta * _inv_log(block[e, h], lut)  # ToE eq. (9): eta / (1 + log(1 + n_hit))
+        for j in range(h):
+            q = block[e, j]
+            d = (q - q0) / q0
+            block[e, j] = _clip(q + damp * (1.0 - d * d) * rewards[i, j], q_min, q_max)
+    return touch
+
+
+@numba.njit(cache=True)
+def formula_update_h(block, eids, hcols, rewards, n_horizons, eta, q0, q_min, q_max, lut):
+    """ToE eq. (9)/(A6) on single horizons: update i sets ``Q[eids[i], hcols[i]]``.
+
+    block f8[n, W], eids i8[b], hcols i8[b] in [0, n_horizons), rewards f8[b];
+    ``n_horizons`` is H (the hit count sits in column H). In place, batch order.
+    """
+    b = eids.shape[0]
+    touch = 0.0
+    for i in range(b):
+        if i + PREFETCH < b:
+            touch += block[eids[i + PREFETCH], n_horizons]
+        e = eids[i]
+        q = block[e, hcols[i]]
+        d = (q - q0) / q0
+        damp = eta * _inv_log(block[e, n_horizons], lut)
+        block[e, hcols[i]] = _clip(q + damp * (1.0 - d * d) * rewards[i], q_min, q_max)
+    return touch
+
+
+@numba.njit(cache=True)
+def asymmetric_update(block, eids, rewards, eta_task, q_min, q_max):
+    """ToE eq. (A3): ``Q <- r`` if ``r > 0`` else ``(1 - eta_task) * Q + eta_task * r``, clipped.
+
+    ``eta_task = 1`` is the binary update of eqs. (A4)/(A5) (``Q <- r``).
+    block f8[n, W], eids i8[b], rewards f8[b, H]. In place, batch order.
+    """
+    b = eids.shape[0]
+    h = rewards.shape[1]
+    for i in range(b):
+        e = eids[i]
+        for j in range(h):
+            r = rewards[i, j]
+            if r > 0.0:
+                q = r
+            else:
+                q = (1.0 - eta_task) * block[e, j] + eta_task * r
+            block[e, j] = _clip(q, q_min, q_max)
+
+
+@numba.njit(cache=True)
+def asymmetric_update_h(block, eids, hcols, rewards, eta_task, q_min, q_max):
+    """ToE eq. (A3) on single horizons. eids i8[b], hcols i8[b], rewards f8[b]."""
+    for i in range(eids.shape[0]):
+        e = eids[i]
+        r = rewards[i]
+        if r > 0.0:
+            q = r
+        else:
+            q = (1.0 - eta_task) * block[e, hcols[i]] + eta_task * r
+        block[e, hcols[i]] = _clip(q, q_min, q_max)
+
+
+@numba.njit(cache=True)
+def delta_update(block, eids, deltas, q_min, q_max):
+    """LLM-based updater, ToE eq. (10): ``Q <- clip(Q + delta, q_min, q_max)``.
+
+    ``deltas f8[b, H]`` are computed outside (by the prompt-based updater).
+    """
+    b = eids.shape[0]
+    h = deltas.shape[1]
+    for i in range(b):
+        e = eids[i]
+        for j in range(h):
+            block[e, j] = _clip(block[e, j] + deltas[i, j], q_min, q_max)
+
+
+@numba.njit(cache=True)
+def delta_update_h(block, eids, hcols, deltas, q_min, q_max):
+    """ToE eq. (10) on single horizons. eids i8[b], hcols i8[b], deltas f8[b]."""
+    for i in range(eids.shape[0]):
+        e = eids[i]
+        block[e, hcols[i]] = _clip(block[e, hcols[i]] + deltas[i], q_min, q_max)
+
+
+@numba.njit(cache=True)
+def add_counts(block, eids, col, counts):
+    """``block[eids[i], col] += counts[i]`` in batch order (recall / hit counters)."""
+    for i in range(eids.shape[0]):
+        block[eids[i], col] += counts[i]
+
+
+@numba.njit(cache=True)
+def scatter_add(block, eids, values):
+    """Reference for benchmarks: ``block[eids[i], :H] += values[i]``, the random-access limit."""
+    h = values.shape[1]
+    for i in range(eids.shape[0]):
+        e = eids[i]
+        for j in range(h):
+            block[e, j] += values[i, j]

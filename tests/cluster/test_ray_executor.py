@@ -1,0 +1,169 @@
+"""The Ray executor: same results as the local executor, exactly-once updates through faults."""
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+
+pytest.importorskip("ray")
+
+from cluster.ray_executor import RayExecutor  # noqa: E402
+from cluster.toy import ToyLLMFactory, ToyMethod, toy_episodes  # noqa: E402
+from engine.checkpoint import RoundCheckpoints, fingerprint  # noqa: E402
+from engine.errors import ConfigError  # noqa: E402
+from engine.executor import LocalExecutor  # noqa: E402
+
+pytestmark = pytest.mark.ray
+
+EPISODES = toy_episodes(20, seed=7)
+ROUND = 4
+
+
+def local_run(episodes=EPISODES):
+    m = ToyMethod()
+    return m, LocalExecutor().run(m, episodes, ToyLLMFactory(), ROUND)
+
+
+def assert_same_run(a, b):
+    (ma, ra), (mb, rb) = a, b
+    assert [r.record for r in ra] == [r.record for r in rb]
+    for x, y in zip(ra, rb):
+        for k in x.updates:
+            np.testing.assert_array_equal(x.updates[k], y.updates[k])
+    sa, sb = ma.state(), mb.state()
+    for k in sa:
+        np.testing.assert_array_equal(sa[k], sb[k], err_msg=k)
+
+
+def assert_applied_once(method, episodes):
+    pairs = {(int(e), int(j)) for e, _, j in method.ledger}
+    assert len(pairs) == len(method.ledger), "an update was applied twice"
+    assert sorted({e for e, _ in pairs}) == [e.episode_id for e in episodes]
+
+
+@pytest.fixture(scope="module")
+def two_workers(ray_cluster):
+    """One 2-worker executor shared by the tests: its actors (and LLM backends) outlive each run."""
+    ex = RayExecutor(workers=2)
+    try:
+        yield ex
+    finally:
+        ex.close()
+
+
+def test_local_and_ray_with_1_and_2_workers_and_2_store_shards_agree(two_workers, tmp_path):
+    want = local_run()
+    one = RayExecutor(workers=1)
+    for workers, shards in [(1, 1), (2, 1), (2, 2)]:
+        m = ToyMethod()
+        ex = one if workers == 1 else two_workers
+        ex.store_shards = shards
+        ckpt = tmp_path / f"w{workers}s{shards}"
+        got = ex.run(m, EPISODES, ToyLLMFactory(), ROUND, checkpoint_dir=ckpt)
+        assert_same_run((m, got), want)
+        assert_applied_once(m, EPISODES)
+        stats = ex.stats
+        assert [w["worker"] for w in stats["workers"]] == [f"ray-{i}" for i in range(workers)]
+        assert sum(w["episodes"] for w in stats["workers"]) == len(EPISODES)
+        assert all(w["episodes"] > 0 and w["llm_calls"] > 0 for w in stats["workers"])
+        assert stats["rounds"] == 5 and stats["store_shards"] == shards
+        cursor = RoundCheckpoints(ckpt, fingerprint("toy", EPISODES, ROUND, shards), shards).latest()
+        assert cursor.rounds_done == 5
+        if shards == 2:  # each store owner checkpointed only its own subtrees (subtree % 2 == k)
+            parts = []
+            for k in range(2):
+                with np.load(cursor.state_dir(k) / "toy_state.npz") as z:
+                    assert (z["subtree"] % 2 == k).all()
+                    parts.append(z["node_id"])
+            assert sorted(np.concatenate(parts).tolist()) == list(range(32))
+    one.close()
+    assert not one.workers and two_workers.workers
+
+
+def test_bad_options_are_refused(ray_cluster):
+    with pytest.raises(ConfigError, match="workers must be an integer >= 1, got 0"):
+        RayExecutor(workers=0)
+    with pytest.raises(ConfigError, match="store_shards=2 needs a method with split.*lacks split"):
+        RayExecutor(store_shards=2).run(_Unshardable(), EPISODES, ToyLLMFactory(), ROUND)
+
+
+class _Unshardable:
+    name = "plain"
+
+
+def test_worker_killed_mid_round_is_retried_and_applied_once(two_workers):
+    import ray
+
+    episodes = EPISODES[:12]
+    want = local_run(episodes)
+    m = ToyMethod()
+    ex = two_workers
+    ex.store_shards = 1
+    killed = []
+
+    def killer():
+        deadline = time.time() + 60
+        while ex.rounds_done < 1 and time.time() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.15)  # round 2's shares are in their 0.5 s LLM call
+        ray.kill(ex.workers[0], no_restart=False)
+        killed.append(ex.rounds_done)
+
+    t = threading.Thread(target=killer)
+    t.start()
+    got = ex.run(m, episodes, ToyLLMFactory(latency_s=0.5), ROUND)
+    t.join()
+    assert killed == [1]
+    assert ex.stats["retried_chunks"] >= 1
+    assert_same_run((m, got), want)
+    assert_applied_once(m, episodes)
+
+
+DRIVER = """
+import sys
+import ray
+from cluster.ray_executor import RayExecutor
+from cluster.toy import ToyLLMFactory, ToyMethod, toy_episodes
+ray.init(address=sys.argv[2])
+RayExecutor(workers=2, store_shards=2).run(ToyMethod(), toy_episodes(20, seed=7), ToyLLMFactory(latency_s=0.3), 4,
+                                           checkpoint_dir=sys.argv[1])
+print("FINISHED")
+"""
+
+
+def test_killed_driver_resumes_to_the_uninterrupted_run(ray_cluster, two_workers, tmp_path):
+    want = local_run()
+    ckpt = tmp_path / "ckpt"
+    script = tmp_path / "driver.py"
+    script.write_text(DRIVER)
+    address = ray_cluster.get_runtime_context().gcs_address
+    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
+    proc = subprocess.Popen([sys.executable, str(script), str(ckpt), address], stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True, env=env)
+    store = RoundCheckpoints(ckpt, fingerprint("toy", EPISODES, ROUND, 2), shards=2)
+    try:
+        deadline = time.time() + 90
+        while time.time() < deadline:
+            if (ckpt / "LATEST").is_file() and store.latest().rounds_done >= 2:
+                break
+            assert proc.poll() is None, "driver ended before it was killed"
+            time.sleep(0.02)
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.wait(timeout=30)
+    assert "FINISHED" not in proc.stdout.read()
+    done = store.latest().rounds_done
+    assert 2 <= done < 5
+    m = ToyMethod()
+    ex = two_workers
+    ex.store_shards = 2
+    got = ex.run(m, EPISODES, ToyLLMFactory(), ROUND, checkpoint_dir=ckpt)
+    assert ex.stats["resumed_at_round"] == done
+    assert ex.stats["episodes_run"] == len(EPISODES) - ROUND * done
+    assert_same_run((m, got), want)
+    assert_applied_once(m, EPISODES)

@@ -1,0 +1,108 @@
+"""Mem0 on the real mem0ai library, offline: add/search round trip, replayed extraction, telemetry off."""
+
+import json
+import pickle
+
+import pytest
+
+pytest.importorskip("mem0")
+pytest.importorskip("qdrant_client")
+
+from engine.baselines.mem0 import Mem0Config, Mem0Memory  # noqa: E402
+from engine.errors import StoreError  # noqa: E402
+
+OUTCOMES = [
+    ("1 2 3 4", "1 * 2 = 2; 2 * 3 = 6; 6 * 4 = 24", True),
+    ("4 9 10 13", "10 - 4 = 6; 13 - 9 = 4; 6 * 4 = 24", True),
+    ("1 1 1 1", "1 + 1 = 2; 2 + 1 = 3; 3 + 1 = 4", False),
+]
+
+
+@pytest.fixture(scope="module")
+def filled():
+    from engine.embed import HashingEmbedder
+
+    from conftest import Simulated, outcome
+
+    mem = Mem0Memory(Mem0Config(), embedder=HashingEmbedder(64))
+    ups = mem.reader(mem.snapshot()).observe([outcome(t, (a, ok), key=str(i)) for i, (t, a, ok) in enumerate(OUTCOMES)], Simulated())
+    mem.apply(ups)
+    return mem, ups
+
+
+def test_telemetry_is_off_and_memories_are_stored(filled):
+    from mem0.memory import telemetry
+
+    mem, ups = filled
+    assert telemetry.MEM0_TELEMETRY is False
+    snap = mem.snapshot()
+    assert snap["id"].tolist() == [0, 1, 2]
+    assert snap["memory"][1] == "For the task 4 9 10 13, the approach '10 - 4 = 6; 13 - 9 = 4; 6 * 4 = 24' solved it."
+    assert [u["source"].tolist() for u in ups] == [["rule"]] * 3
+
+
+@pytest.mark.parametrize("query", ["1 2 3 4", "4 9 10 12", "1 1 1 2", "7 7 8 8"])
+def test_snapshot_retrieval_equals_live_mem0_search(filled, query):
+    mem, _ = filled
+    got = mem.reader(mem.snapshot()).retrieve([query])[0]
+    live = mem.search_live(query)
+    assert [h.id for h in got] == [h.id for h in live]
+    assert [h.score for h in got] == pytest.approx([h.score for h in live], abs=1e-4)
+    if query == "1 2 3 4":
+        assert got and got[0].id == 0
+
+
+def test_mem0_deduplicates_a_repeated_memory(filled):
+    mem, ups = filled
+    before = len(mem.snapshot()["id"])
+    mem.apply(ups[:1])
+    assert len(mem.snapshot()["id"]) == before
+
+
+def test_llm_extraction_uses_mem0_prompt_and_is_replayed(hashing, scripted):
+    from mem0.configs.prompts import ADDITIVE_EXTRACTION_PROMPT
+
+    from conftest import outcome
+
+    llm = scripted(lambda r: json.dumps({"memory": [{"text": "Pair 6 with 4 to multiply to 24"}]})
+                   if "4 9 10 13" in r.messages[1]["content"] else "not json")
+    mem = Mem0Memory(Mem0Config(extraction="llm"), embedder=hashing)
+    ups = mem.reader(mem.snapshot()).observe([outcome("4 9 10 13", ("x", True), key="5"), outcome("2 2 2 2", ("y", False), key="6")], llm)
+    (batch,) = llm.batches
+    assert [r.episode for r in batch] == ["5", "6"]
+    assert batch[0].messages[0]["content"].startswith(ADDITIVE_EXTRACTION_PROMPT)
+    assert [u["source"].tolist() for u in ups] == [["llm"], ["rule-fallback"]]
+    mem.apply(ups)
+    texts = mem.snapshot()["memory"].tolist()
+    assert texts[0] == "Pair 6 with 4 to multiply to 24"
+    assert texts[1].startswith("For the task 2 2 2 2")
+    assert mem.memory.llm.calls == 2 and mem.memory.llm.queue == []
+
+
+def test_copies_have_no_live_store(filled):
+    mem, ups = filled
+    copy = pickle.loads(pickle.dumps(mem))
+    assert copy.memory is None
+    with pytest.raises(StoreError, match="without the live mem0 store"):
+        copy.apply(ups)
+    snap = mem.snapshot()
+    assert [h.id for h in copy.reader(snap).retrieve(["1 2 3 4"])[0]] == [h.id for h in mem.reader(snap).retrieve(["1 2 3 4"])[0]]
+
+
+@pytest.mark.embed
+def test_round_trip_with_minilm():
+    pytest.importorskip("sentence_transformers")
+    from engine.embed import EmbedConfig, make_embedder
+
+    from conftest import Simulated, outcome
+
+    try:
+        emb = make_embedder(EmbedConfig(backend="minilm"))
+        emb.embed(["probe"])
+    except Exception as exc:  # the model package is absent on this machine
+        pytest.skip(f"MiniLM not available: {exc}")
+    mem = Mem0Memory(Mem0Config(), embedder=emb)
+    mem.apply(mem.reader(mem.snapshot()).observe([outcome("4 9 10 13", ("(10 - 4) * (13 - 9) = 24", True))], Simulated()))
+    hits = mem.reader(mem.snapshot()).retrieve(["4 9 10 13"])[0]
+    assert [h.id for h in hits] == [0] and hits[0].score > 0.5
+    assert [h.id for h in mem.search_live("4 9 10 13")] == [0]

@@ -1,0 +1,189 @@
+"""OpenAI backend against a tiny http.server fake: retries, errors, n fan-out, chat, timeouts."""
+
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from engine.errors import BackendError, InputError
+from engine.llm.base import Request
+from engine.llm.openai_backend import OpenAIBackend
+
+
+class Fake:
+    """Scripted server: ``script`` is a list of actions consumed per POST; then it answers normally."""
+
+    def __init__(self, honour_n=True):
+        self.script = []
+        self.honour_n = honour_n
+        self.seen = []
+        self.lock = threading.Lock()
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                with fake.lock:
+                    fake.seen.append((self.path, body, self.headers.get("Authorization")))
+                    action = fake.script.pop(0) if fake.script else "ok"
+                if isinstance(action, tuple) and action[0] == "sleep":
+                    time.sleep(action[1])
+                    action = "ok"
+                if isinstance(action, int):
+                    payload = json.dumps({"error": {"message": f"scripted {action}"}}).encode()
+                    self.send_response(action)
+                    if action == 429:
+                        self.send_header("Retry-After", "0")
+                    self.send_header("Content-Length", str(len(payload)))
+                    self.end_headers()
+                    self.wfile.write(payload)
+                    return
+                if action == "garbage":
+                    payload = b"<html>oops</html>"
+                else:
+                    n = body.get("n", 1) if fake.honour_n else 1
+                    chat = "messages" in body
+                    src = body["messages"][-1]["content"] if chat else body["prompt"]
+                    choices = []
+                    for i in range(n):
+                        text = f"echo {src} #{i} seed={body.get('seed')}"
+                        c = {"index": i, "finish_reason": "stop"}
+                        c.update({"message": {"role": "assistant", "content": text}} if chat else {"text": text})
+                        choices.append(c)
+                    payload = json.dumps({"choices": choices, "model": "fake-model",
+                                          "usage": {"prompt_tokens": 7, "completion_tokens": 5 * n}}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def fake():
+    f = Fake()
+    yield f
+    f.close()
+
+
+def _backend(url, **kw):
+    kw.setdefault("backoff_s", 0.01)
+    kw.setdefault("backoff_max_s", 0.05)
+    return OpenAIBackend(url, "fake-model", **kw)
+
+
+def test_batch_in_order_with_counts(fake):
+    b = _backend(fake.url, max_concurrency=3, api_key="sk-1")
+    reqs = [Request(prompt=f"p{i}", n=2, seed=10 * i, max_tokens=9) for i in range(5)]
+    out = b.generate(reqs)
+    assert [r.texts[0].split()[1] for r in out] == [f"p{i}" for i in range(5)]
+    assert all(len(r.completions) == 2 and r.prompt_tokens == 7 and r.completion_tokens == 10 for r in out)
+    assert all(r.backend == "openai" and r.model == "fake-model" and r.latency_s > 0 for r in out)
+    path, body, auth = fake.seen[0]
+    assert path == "/v1/completions" and auth == "Bearer sk-1"
+    assert body["max_tokens"] == 9 and body["n"] == 2 and body["model"] == "fake-model"
+    b.close()
+
+
+def test_retries_on_429_and_5xx_then_succeeds(fake):
+    fake.script = [429, 500, 503]
+    b = _backend(fake.url, retries=3, max_concurrency=1)
+    out = b.generate([Request(prompt="hello")])
+    assert out[0].texts == ["echo hello #0 seed=None"]
+    assert len(fake.seen) == 4
+
+
+def test_gives_up_after_retries_naming_the_endpoint(fake):
+    fake.script = [502] * 10
+    b = _backend(fake.url, retries=2, max_concurrency=1)
+    with pytest.raises(BackendError, match=r"127\.0\.0\.1:\d+/v1/completions failed after 3 attempt\(s\): HTTP 502"):
+        b.generate([Request(prompt="a"), Request(prompt="b")])
+
+
+def test_client_error_is_not_retried(fake):
+    fake.script = [400]
+    b = _backend(fake.url, retries=5, max_concurrency=1)
+    with pytest.raises(BackendError, match="answered HTTP 400"):
+        b.generate([Request(prompt="a")])
+    assert len(fake.seen) == 1
+
+
+def test_non_json_body_is_retried(fake):
+    fake.script = ["garbage"]
+    out = _backend(fake.url, retries=1).generate([Request(prompt="x")])
+    assert out[0].texts[0].startswith("echo x")
+
+
+def test_timeout_retries_then_fails(fake):
+    fake.script = [("sleep", 1.0), ("sleep", 1.0)]
+    b = _backend(fake.url, retries=1, timeout_s=0.2, max_concurrency=1)
+    t0 = time.perf_counter()
+    with pytest.raises(BackendError, match="timed out after 0.2s"):
+        b.generate([Request(prompt="slow")])
+    assert time.perf_counter() - t0 < 1.5
+
+
+def test_server_down_fails_clearly():
+    b = _backend("http://127.0.0.1:9/v1", retries=1)
+    with pytest.raises(BackendError, match=r"cannot reach http://127\.0\.0\.1:9/v1/completions"):
+        b.generate([Request(prompt="x")])
+
+
+def test_fan_out_when_server_ignores_n():
+    f = Fake(honour_n=False)
+    try:
+        b = _backend(f.url)
+        out = b.generate([Request(prompt="q", n=3, seed=5)])
+        assert [t.split()[-1] for t in out[0].texts] == ["seed=5", "seed=6", "seed=7"]
+        assert b.server_ignores_n
+        f.seen.clear()
+        b.generate([Request(prompt="q", n=2, seed=1)])
+        assert [body["n"] for _, body, _ in f.seen] == [1, 1]  # fans out directly now
+        # "never" trusts the server: fewer completions than asked come back as they are
+        assert len(_backend(f.url, fan_out_n="never").generate([Request(prompt="q", n=2)])[0].completions) == 1
+    finally:
+        f.close()
+
+
+def test_always_fan_out_and_chat(fake):
+    b = _backend(fake.url, fan_out_n="always", api="chat")
+    out = b.generate([Request(prompt="hi", n=2), Request(messages=[{"role": "user", "content": "yo"}])])
+    assert out[0].texts == ["echo hi #0 seed=None"] * 2 and out[1].texts == ["echo yo #0 seed=None"]
+    assert {p for p, _, _ in fake.seen} == {"/v1/chat/completions"}
+    assert all(body["n"] == 1 for _, body, _ in fake.seen)
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"api": "responses"}, "api must be"),
+        ({"fan_out_n": "sometimes"}, "fan_out_n must be"),
+        ({"max_concurrency": 0}, "max_concurrency must be"),
+        ({"retries": -1}, "retries must be"),
+        ({"timeout_s": 0}, "timeout_s must be"),
+    ],
+)
+def test_bad_arguments(kwargs, match):
+    with pytest.raises(InputError, match=match):
+        OpenAIBackend("http://127.0.0.1:9/v1", **kwargs)
+    with pytest.raises(InputError, match="base_url must start"):
+        OpenAIBackend("127.0.0.1:9")
+
+
+def test_non_request_rejected(fake):
+    with pytest.raises(InputError, match=r"requests\[0\] must be a Request"):
+        _backend(fake.url).generate(["prompt"])

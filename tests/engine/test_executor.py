@@ -1,0 +1,308 @@
+"""The local executor: round semantics, exactly-once updates, atomic checkpoints and resume."""
+
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from cluster.toy import ToyLLMFactory, ToyMethod, toy_episodes
+from engine.checkpoint import RoundCheckpoints, fingerprint
+from engine.errors import ConfigError, InputError, MissingExtraError, PersistenceError
+from engine.executor import LocalExecutor, freeze, make_executor, progress_bar, rounds
+from engine.rounds import Episode
+
+EPISODES = toy_episodes(24, seed=3)
+
+
+def run_local(episodes=EPISODES, round_size=4, **kw):
+    method = ToyMethod()
+    executor = LocalExecutor()
+    results = executor.run(method, episodes, ToyLLMFactory(), round_size, **kw)
+    return method, results, executor
+
+
+def assert_same_run(a, b):
+    (ma, ra), (mb, rb) = a, b
+    assert [r.episode_id for r in ra] == [r.episode_id for r in rb]
+    assert [r.record for r in ra] == [r.record for r in rb]
+    for x, y in zip(ra, rb):
+        assert x.updates.keys() == y.updates.keys()
+        for k in x.updates:
+            np.testing.assert_array_equal(x.updates[k], y.updates[k])
+    sa, sb = ma.state(), mb.state()
+    assert sa.keys() == sb.keys()
+    for k in sa:
+        np.testing.assert_array_equal(sa[k], sb[k], err_msg=k)
+
+
+def assert_applied_once(method, episodes):
+    ledger = method.ledger
+    pairs = {(int(e), int(j)) for e, _, j in ledger}
+    assert len(pairs) == len(ledger), "an update was applied twice"
+    assert sorted({e for e, _ in pairs}) == [e.episode_id for e in episodes]
+
+
+def sequential(episodes):
+    """The obviously-correct reference: one episode at a time, experience updated after each."""
+    method, llm = ToyMethod(), ToyLLMFactory()()
+    out = []
+    for e in episodes:
+        res = method.run_episodes(method.snapshot(), [e], llm)
+        method.apply(res)
+        out.extend(res)
+    return method, out
+
+
+def by_rounds(episodes, size):
+    """Reference round semantics: every episode of a round reads the round-start snapshot."""
+    method, llm = ToyMethod(), ToyLLMFactory()()
+    out = []
+    for start in range(0, len(episodes), size):
+        snap = method.snapshot()
+        res = [method.run_episodes(snap, [e], llm)[0] for e in episodes[start:start + size]]
+        method.apply(res)
+        out.extend(res)
+    return method, out
+
+
+# --- round semantics ---------------------------------------------------------------------------
+
+def test_round_size_one_is_the_sequential_run():
+    m, r, _ = run_local(round_size=1)
+    assert_same_run((m, r), sequential(EPISODES))
+    assert_applied_once(m, EPISODES)
+
+
+@pytest.mark.parametrize("size", [3, 4, 24, 100])
+def test_rounds_read_the_round_start_snapshot(size):
+    m, r, _ = run_local(round_size=size)
+    assert_same_run((m, r), by_rounds(EPISODES, size))
+
+
+def test_round_size_changes_results_so_staleness_is_real():
+    m1, _, _ = run_local(round_size=1)
+    m8, _, _ = run_local(round_size=8)
+    assert not np.array_equal(m1.table["score"], m8.table["score"])
+
+
+def test_one_batched_llm_call_per_round_and_worker_stats():
+    _, _, ex = run_local(round_size=5)
+    (w,) = ex.stats["workers"]
+    assert ex.stats["rounds"] == 5 and ex.stats["episodes"] == 24
+    assert w["worker"] == "local-0" and w["episodes"] == 24 and w["llm_calls"] == 24
+    assert w["episodes_per_s"] > 0 and ex.stats["barrier_apply_s"] >= 0
+
+
+def test_progress_reports_every_episode():
+    seen = []
+    run_local(round_size=5, progress=seen.append)
+    assert seen == [5, 5, 5, 5, 4]
+    sink = io.StringIO()
+    with progress_bar(24, file=sink) as bar:
+        run_local(round_size=5, progress=bar.update)
+        assert bar.n == 24
+    assert "24/24" in sink.getvalue()
+
+
+def test_snapshot_is_read_only():
+    class Writer(ToyMethod):
+        def run_episodes(self, snapshot, episodes, llm):
+            snapshot["score"][0] = 1.0
+            return super().run_episodes(snapshot, episodes, llm)
+
+    with pytest.raises(ValueError, match="read-only"):
+        LocalExecutor().run(Writer(), EPISODES, ToyLLMFactory(), 4)
+    arr = np.zeros(3)
+    frozen = freeze({"a": arr})["a"]
+    assert not frozen.flags.writeable and arr.flags.writeable
+
+
+# --- bad input ---------------------------------------------------------------------------------
+
+def test_bad_round_size():
+    with pytest.raises(ConfigError, match="round_size must be >= 1, got 0"):
+        run_local(round_size=0)
+    with pytest.raises(ConfigError, match="round_size"):
+        list(rounds(EPISODES, -1))
+
+
+def test_episode_ids_must_increase():
+    eps = [Episode(0, 1, 0), Episode(2, 1, 0), Episode(2, 3, 0)]
+    with pytest.raises(InputError, match="strictly increasing episode_id.*got 2 then 2"):
+        run_local(eps)
+
+
+def test_wrong_results_are_refused_and_change_nothing():
+    class Dropper(ToyMethod):
+        def run_episodes(self, snapshot, episodes, llm):
+            return super().run_episodes(snapshot, episodes, llm)[:-1]
+
+    m = Dropper()
+    with pytest.raises(AssertionError, match="returned results for episodes"):
+        LocalExecutor().run(m, EPISODES, ToyLLMFactory(), 4)
+    assert len(m.ledger) == 0
+
+
+def test_make_executor_options():
+    opts = SimpleNamespace(executor="local", workers=1, address=None)
+    assert isinstance(make_executor(opts), LocalExecutor)
+    with pytest.raises(ConfigError, match="local executor runs one worker; got --workers 2"):
+        make_executor(SimpleNamespace(executor="local", workers=2, address=None))
+    with pytest.raises(ConfigError, match="--address .* needs --executor ray"):
+        make_executor(SimpleNamespace(executor="local", workers=1, address="10.0.0.1:6379"))
+    with pytest.raises(ConfigError, match="executor must be 'local' or 'ray', got 'spark'"):
+        make_executor(SimpleNamespace(executor="spark", workers=1, address=None))
+    with pytest.raises(ConfigError, match="workers must be an integer >= 1, got 0"):
+        make_executor(SimpleNamespace(executor="ray", workers=0, address=None))
+    with pytest.raises(ConfigError, match="checkpoint_every must be >= 1"):
+        make_executor(opts, checkpoint_every=0)
+
+
+def test_ray_executor_without_ray_names_the_extra():
+    code = textwrap.dedent("""
+        import sys
+        sys.modules["ray"] = None  # as if the cluster extra were not installed
+        from types import SimpleNamespace
+        from engine.errors import MissingExtraError
+        from engine.executor import make_executor
+        try:
+            make_executor(SimpleNamespace(executor="ray", workers=2, address=None))
+        except MissingExtraError as exc:
+            print("EXTRA", exc.extra, exc)
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert "EXTRA cluster" in out.stdout and "pip install '.[cluster]'" in out.stdout, out.stderr
+    assert issubclass(MissingExtraError, ImportError)
+
+
+# --- checkpoints and resume --------------------------------------------------------------------
+
+class Crash(Exception):
+    pass
+
+
+def crash_after(n_episodes):
+    seen = [0]
+
+    def progress(k):
+        seen[0] += k
+        if seen[0] >= n_episodes:
+            raise Crash
+
+    return progress
+
+
+@pytest.mark.parametrize("every", [1, 2])
+def test_resume_after_crash_equals_uninterrupted(tmp_path, every):
+    want = run_local(round_size=4)[:2]
+    m = ToyMethod()
+    with pytest.raises(Crash):  # dies in round 4, after 3 committed rounds
+        LocalExecutor(checkpoint_every=every).run(m, EPISODES, ToyLLMFactory(), 4, crash_after(14),
+                                                  checkpoint_dir=tmp_path)
+    cursor = RoundCheckpoints(tmp_path, fingerprint("toy", EPISODES, 4)).latest()
+    assert cursor.rounds_done == (3 if every == 1 else 2)
+    seen = []
+    m2 = ToyMethod()
+    ex = LocalExecutor(checkpoint_every=every)
+    got = ex.run(m2, EPISODES, ToyLLMFactory(), 4, seen.append, checkpoint_dir=tmp_path)
+    assert ex.stats["resumed_at_round"] == cursor.rounds_done
+    assert sum(seen) == 24 and seen[0] == 4 * cursor.rounds_done
+    assert_same_run((m2, got), want)
+    assert_applied_once(m2, EPISODES)
+    # a finished run resumes to the same results without running anything
+    m3 = ToyMethod()
+    again = LocalExecutor(checkpoint_every=every).run(m3, EPISODES, ToyLLMFactory(), 4, checkpoint_dir=tmp_path)
+    assert_same_run((m3, again), want)
+
+
+def test_checkpoint_of_another_run_is_refused(tmp_path):
+    run_local(round_size=4, checkpoint_dir=tmp_path)
+    with pytest.raises(PersistenceError, match="belongs to another run"):
+        run_local(round_size=6, checkpoint_dir=tmp_path)
+    with pytest.raises(PersistenceError, match="belongs to another run"):
+        run_local(round_size=4, checkpoint_dir=tmp_path, run_key="lr=0.1")
+    m, r, ex = run_local(round_size=6, checkpoint_dir=tmp_path, resume=False)
+    assert ex.stats["resumed_at_round"] == 0 and len(r) == 24
+
+
+def test_corrupted_checkpoint_is_refused(tmp_path):
+    run_local(round_size=4, checkpoint_dir=tmp_path)
+    (tmp_path / "LATEST").write_text("{not json")
+    with pytest.raises(PersistenceError, match="unreadable"):
+        run_local(round_size=4, checkpoint_dir=tmp_path)
+
+
+def test_method_without_state_hooks_is_pickled(tmp_path):
+    want = run_local(round_size=4)[:2]
+    with pytest.raises(Crash):
+        LocalExecutor().run(_NoHooks(ToyMethod()), EPISODES, ToyLLMFactory(), 4, crash_after(10),
+                            checkpoint_dir=tmp_path)
+    latest = json.loads((tmp_path / "LATEST").read_text())["dir"]
+    assert (tmp_path / latest / "state" / "method_state.pkl").is_file()
+    wrapper = _NoHooks(ToyMethod())
+    got = LocalExecutor().run(wrapper, EPISODES, ToyLLMFactory(), 4, checkpoint_dir=tmp_path)
+    assert_same_run((wrapper.inner, got), want)
+
+
+class _NoHooks:
+    """Wraps a method, exposing only the Method protocol (no save_state/load_state)."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.name = inner.name
+
+    def snapshot(self):
+        return self.inner.snapshot()
+
+    def run_episodes(self, snapshot, episodes, llm):
+        return self.inner.run_episodes(snapshot, episodes, llm)
+
+    def apply(self, results):
+        self.inner.apply(results)
+
+
+DRIVER = """
+import sys
+from cluster.toy import ToyLLMFactory, ToyMethod, toy_episodes
+from engine.executor import LocalExecutor
+LocalExecutor().run(ToyMethod(), toy_episodes(24, seed=3), ToyLLMFactory(latency_s=0.15), 2,
+                    checkpoint_dir=sys.argv[1])
+print("FINISHED")
+"""
+
+
+@pytest.mark.slow
+def test_killed_driver_resumes_to_the_uninterrupted_run(tmp_path):
+    want = run_local(round_size=2)[:2]
+    ckpt = tmp_path / "ckpt"
+    script = tmp_path / "driver.py"
+    script.write_text(DRIVER)
+    proc = subprocess.Popen([sys.executable, str(script), str(ckpt)], stdout=subprocess.PIPE, text=True)
+    store = RoundCheckpoints(ckpt, fingerprint("toy", EPISODES, 2))
+    deadline = time.time() + 60
+    try:
+        while time.time() < deadline:
+            if (ckpt / "LATEST").is_file() and store.latest().rounds_done >= 3:
+                break
+            assert proc.poll() is None, "driver ended before it was killed"
+            time.sleep(0.02)
+        os.kill(proc.pid, signal.SIGKILL)  # mid-run: 12 rounds of >= 0.15 s
+    finally:
+        proc.wait(timeout=30)
+    assert "FINISHED" not in proc.stdout.read()
+    done = store.latest().rounds_done
+    assert 3 <= done < 12
+    m = ToyMethod()
+    ex = LocalExecutor()
+    got = ex.run(m, EPISODES, ToyLLMFactory(), 2, checkpoint_dir=ckpt)
+    assert ex.stats["resumed_at_round"] == done and ex.stats["episodes_run"] == 24 - 2 * done
+    assert_same_run((m, got), want)
+    assert_applied_once(m, EPISODES)
