@@ -38,7 +38,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from cluster.store_actors import StoreOwner
 from cluster.workers import EpisodePool, EpisodeWorker
-from engine.errors import ConfigError
+from engine.errors import BackendError, ConfigError
 from engine.executor import RoundLoop, worker_stats
 
 
@@ -59,6 +59,8 @@ class RayExecutor(RoundLoop):
         chunks_per_worker: shares per worker per round (more: better balance, smaller LLM batches).
         max_restarts: restarts Ray grants a dead worker; max_attempts: tries per share.
         init_kwargs: extra ``ray.init`` keywords when this executor starts Ray.
+        startup_timeout_s: how long to wait for the actors to be scheduled and built
+            (an LLM engine load included) before failing with the resources asked for.
     """
 
     name = "ray"
@@ -66,7 +68,7 @@ class RayExecutor(RoundLoop):
     def __init__(self, workers: int = 1, address: str | None = None, *, num_cpus_per_worker: float = 1.0,
                  num_gpus_per_worker: float = 0.0, store_shards: int = 1, chunks_per_worker: int = 1,
                  max_restarts: int = 2, max_attempts: int = 3, init_kwargs: dict | None = None,
-                 checkpoint_every: int = 1):
+                 checkpoint_every: int = 1, startup_timeout_s: float = 900.0):
         super().__init__(checkpoint_every)
         for key, value, low in (("workers", workers, 1), ("store_shards", store_shards, 1),
                                 ("chunks_per_worker", chunks_per_worker, 1), ("max_restarts", max_restarts, 0),
@@ -85,6 +87,7 @@ class RayExecutor(RoundLoop):
         self.max_restarts = max_restarts
         self.max_attempts = max_attempts
         self.init_kwargs = dict(init_kwargs or {})
+        self.startup_timeout_s = startup_timeout_s
         self._owns_ray = False
         self.workers: list = []  # EpisodeWorker handles, kept across runs
         self.stores: list = []  # StoreOwner handles, kept across runs
@@ -155,7 +158,16 @@ class RayExecutor(RoundLoop):
             self.workers = [worker_cls.remote(i, llm_factory) for i in range(self.n_workers)]
             self._llm_factory = llm_factory
         self._method_ref = ray.put(method)  # put once per run, fetched once by each worker
-        ray.get(loaded + [w.pid.remote() for w in self.workers])
+        ready, pending = ray.wait(loaded + [w.pid.remote() for w in self.workers],
+                                  num_returns=len(loaded) + len(self.workers), timeout=self.startup_timeout_s)
+        if pending:
+            raise BackendError(
+                f"{len(pending)} of {len(loaded) + len(self.workers)} actors did not start within "
+                f"{self.startup_timeout_s} s; the cluster may lack the resources asked for "
+                f"({self.n_workers} workers x num_cpus={self.num_cpus_per_worker}, "
+                f"num_gpus={self.num_gpus_per_worker}); cluster resources: {ray.available_resources()}"
+            )
+        ray.get(ready)
         self._startup_s = time.perf_counter() - t0  # process start, LLM backend build: not per-round cost
         self.pool = EpisodePool(self.workers, self.max_restarts, self.max_attempts)
         self._per_worker = [{"episodes": 0, "busy_s": 0.0, "llm_calls": 0} for _ in range(self.n_workers)]

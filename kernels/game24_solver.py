@@ -4,11 +4,12 @@ A move takes two numbers a, b at positions i < j of a canonical state and
 replaces them by one of a+b, a-b, b-a, a*b, a/b, b/a (no division by zero;
 negatives and fractions allowed in between). A state of one number is solved
 when it equals 24/1. Every state met is canonicalised (kernels.game24_state)
-and memoised, so a whole puzzle set shares work: the memo is a struct of arrays
+and the 3- and 4-number states are memoised, so a whole puzzle set shares work
+(2-number states are decided directly by :func:`solve_pair`): the memo is a struct of arrays
 
     t_used u1[cap], t_key i8[cap], t_num i8[cap, 4], t_den i8[cap, 4], t_size i8[cap]
     t_status i1[cap]   SOLVABLE, UNSOLVABLE or UNKNOWN (overflow met, no solution found)
-    t_move i8[cap]     for SOLVABLE states of 2+ numbers: i * 64 + j * 8 + op
+    t_move i8[cap]     for SOLVABLE states: i * 64 + j * 8 + op (the first move to a solvable child)
     meta i8[2]         [number of used slots, overflow events]
 
 with cap a power of two. Arithmetic is exact on int64 with gcd reduction and
@@ -39,7 +40,7 @@ OP_ORDER = np.array([OP_ADD, OP_MUL, OP_RSUB, OP_RDIV, OP_SUB, OP_DIV], dtype=np
 # operator codes in extracted steps: x SYMBOL y = r
 SYM_ADD, SYM_SUB, SYM_MUL, SYM_DIV = 0, 1, 2, 3
 
-MAX_NEW_PER_ROOT = 1 + 36 + 36 * 18  # states one 4-number search can add
+MAX_NEW_PER_ROOT = 1 + 36  # states one 4-number search can add (2-number states are not memoised)
 
 
 @numba.njit(cache=True)
@@ -139,15 +140,44 @@ def child_state(num, den, n, i, j, op, out_num, out_den):
 
 
 @numba.njit(cache=True)
+def solve_pair(an, ad, bn, bd):
+    """The first move (i=0, j=1) that turns the 2-number canonical state into 24.
+
+    Returns the move code ``8 + op`` (>= 0), -1 if none exists, -2 if none was
+    found but an operation overflowed (the answer is then unknown).
+    """
+    unknown = False
+    for q in range(N_OPS):
+        op = OP_ORDER[q]
+        st, rn, rd = apply_op(an, ad, bn, bd, op)
+        if st == 0:
+            if rn == TARGET and rd == 1:
+                return 8 + op
+        elif st == 2:
+            unknown = True
+    return -2 if unknown else -1
+
+
+@numba.njit(cache=True)
 def solve_state(num, den, n, t_used, t_key, t_num, t_den, t_size, t_status, t_move, meta):
     """Search state (num, den, n) (canonical, n in 1..4); returns its status.
 
-    Memoises every state of 2+ numbers it visits; the table must have room for
-    MAX_NEW_PER_ROOT more states (the caller grows it between roots).
+    States of 3 and 4 numbers are memoised; 2-number states are decided
+    directly by :func:`solve_pair` (6 operations: cheaper than a table probe).
+    The table must have room for MAX_NEW_PER_ROOT more states (the caller grows
+    it between roots).
     """
     if n == 1:
         if num[0] == TARGET and den[0] == 1:
             return SOLVABLE
+        return UNSOLVABLE
+    if n == 2:
+        mv = solve_pair(num[0], den[0], num[1], den[1])
+        if mv >= 0:
+            return SOLVABLE
+        if mv == -2:
+            meta[1] += 1
+            return UNKNOWN
         return UNSOLVABLE
     key = state_key(num, den, n)
     s = table_find(t_used, t_key, t_num, t_den, t_size, key, num, den, n)
@@ -180,6 +210,7 @@ def solve_state(num, den, n, t_used, t_key, t_num, t_den, t_size, t_status, t_mo
                     break
                 if cs == UNKNOWN:
                     status = UNKNOWN
+    # children were inserted meanwhile and may have taken the empty slot found above
     s = table_find(t_used, t_key, t_num, t_den, t_size, key, num, den, n)
     s = -(s + 1)
     table_put(t_used, t_key, t_num, t_den, t_size, s, key, num, den, n)
@@ -225,11 +256,16 @@ def extract_steps(num, den, n, t_used, t_key, t_num, t_den, t_size, t_status, t_
     m = n
     steps = 0
     while m > 1:
-        key = state_key(wn, wd, m)
-        s = table_find(t_used, t_key, t_num, t_den, t_size, key, wn, wd, m)
-        if s < 0 or t_status[s] != SOLVABLE:
-            return -1
-        mv = t_move[s]
+        if m == 2:
+            mv = solve_pair(wn[0], wd[0], wn[1], wd[1])
+            if mv < 0:
+                return -1
+        else:
+            key = state_key(wn, wd, m)
+            s = table_find(t_used, t_key, t_num, t_den, t_size, key, wn, wd, m)
+            if s < 0 or t_status[s] != SOLVABLE:
+                return -1
+            mv = t_move[s]
         i = mv // 64
         j = (mv // 8) % 8
         op = mv % 8

@@ -24,13 +24,24 @@ _M2 = np.uint64(0x94D049BB133111EB)
 _S30 = np.uint64(30)
 _S27 = np.uint64(27)
 _S31 = np.uint64(31)
+_U32 = 1 << 32
 
 
 @numba.njit(cache=True)
 def gcd(a, b):
-    """Greatest common divisor of two int64 (sign ignored); gcd(0, 0) == 0."""
+    """Greatest common divisor of two int64 (sign ignored); gcd(0, 0) == 0.
+
+    Small operands (the usual Game-of-24 case) run Euclid on uint32, whose
+    division is cheaper than int64's.
+    """
     a = abs(a)
     b = abs(b)
+    if a < _U32 and b < _U32:
+        x = np.uint32(a)
+        y = np.uint32(b)
+        while y != 0:
+            x, y = y, x % y
+        return np.int64(x)
     while b != 0:
         a, b = b, a % b
     return a
@@ -100,22 +111,43 @@ def state_key(num, den, n):
 def canonical_keys(num, den, size, out_num, out_den, out_key):
     """Canonical forms and keys of a batch of states.
 
-    num, den: i8[b, 4] padded states (den != 0 on used columns); size: i8[b] in 1..4.
-    out_num, out_den: i8[b, 4] receive the canonical rows (padding 0/1);
-    out_key: i8[b] receives the keys. Inputs are not modified.
+    num, den: i8[b, w] padded states, w >= 4 (den != 0 on used columns); size:
+    i8[b] in 1..w. out_num, out_den: i8[b, w] receive the canonical rows
+    (padding 0/1); out_key: i8[b] receives the keys (same as :func:`state_key`).
+    Inputs are not modified. One pass per row: reduce, insert in order, hash.
     """
     b = size.shape[0]
+    w = num.shape[1]
     for r in range(b):
         n = size[r]
-        for c in range(num.shape[1]):
-            if c < n:
-                out_num[r, c] = num[r, c]
-                out_den[r, c] = den[r, c]
-            else:
-                out_num[r, c] = 0
-                out_den[r, c] = 1
-        canonicalize_row(out_num[r], out_den[r], n)
-        out_key[r] = state_key(out_num[r], out_den[r], n)
+        for c in range(n):
+            a = num[r, c]
+            d = den[r, c]
+            if d < 0:
+                a = -a
+                d = -d
+            if d != 1:
+                g = gcd(a, d)
+                if g > 1:
+                    a //= g
+                    d //= g
+                if a == 0:
+                    d = 1
+            m = c - 1
+            while m >= 0 and (out_num[r, m] > a or (out_num[r, m] == a and out_den[r, m] > d)):
+                out_num[r, m + 1] = out_num[r, m]
+                out_den[r, m + 1] = out_den[r, m]
+                m -= 1
+            out_num[r, m + 1] = a
+            out_den[r, m + 1] = d
+        for c in range(n, w):
+            out_num[r, c] = 0
+            out_den[r, c] = 1
+        h = mix64(_GOLDEN * np.uint64(n + 1))
+        for c in range(n):
+            h = mix64(h ^ np.uint64(out_num[r, c]))
+            h = mix64((h + _GOLDEN) ^ np.uint64(out_den[r, c]))
+        out_key[r] = np.int64(h)
 
 
 @numba.njit(cache=True)
@@ -161,3 +193,33 @@ def table_put(t_used, t_key, t_num, t_den, t_size, s, key, num, den, n):
         else:
             t_num[s, c] = 0
             t_den[s, c] = 1
+
+
+@numba.njit(cache=True)
+def value_sort_rows(num, den, size, out_num, out_den):
+    """Copy canonical rows sorted by value (the human-facing order), exactly.
+
+    num, den: i8[b, w] reduced rows (den > 0); size: i8[b]. Compares a/b < c/d
+    as a*d < c*b, exact while |numerator| and denominator are < 2**31; returns
+    False (out_* then incomplete) if a row has a larger value, so the caller can
+    sort it with Python Fractions instead.
+    """
+    b = size.shape[0]
+    for r in range(b):
+        n = size[r]
+        for c in range(num.shape[1]):
+            if c < n and (abs(num[r, c]) >= _U32 // 2 or den[r, c] >= _U32 // 2):
+                return False
+            out_num[r, c] = num[r, c]
+            out_den[r, c] = den[r, c]
+        for k in range(1, n):
+            a = out_num[r, k]
+            d = out_den[r, k]
+            m = k - 1
+            while m >= 0 and out_num[r, m] * d > a * out_den[r, m]:
+                out_num[r, m + 1] = out_num[r, m]
+                out_den[r, m + 1] = out_den[r, m]
+                m -= 1
+            out_num[r, m + 1] = a
+            out_den[r, m + 1] = d
+    return True

@@ -134,12 +134,19 @@ def one_line(text: str, limit: int = 400) -> str:
 
 
 def cosine_scores(index: np.ndarray, queries: np.ndarray) -> np.ndarray:
-    """``f4[q, n]`` dot products of unit rows ``queries f4[q, d]`` with ``index f4[n, d]``."""
+    """``f4[q, n]`` dot products of unit rows ``queries f4[q, d]`` with ``index f4[n, d]``.
+
+    One matrix-vector product per query, so a query's scores never depend on which
+    other queries share the batch (a matrix-matrix product may block differently).
+    """
     if index.shape[0] == 0:
         return np.zeros((queries.shape[0], 0), dtype=np.float32)
     if index.shape[1] != queries.shape[1]:
         raise InputError(f"embedding widths differ: index has {index.shape[1]}, queries have {queries.shape[1]}")
-    return queries @ index.T
+    out = np.empty((queries.shape[0], index.shape[0]), dtype=np.float32)
+    for i in range(queries.shape[0]):
+        out[i] = index @ queries[i]
+    return out
 
 
 def top_k(scores: np.ndarray, k: int, mask: np.ndarray | None = None) -> np.ndarray:

@@ -203,14 +203,33 @@ class Mem0Memory:
         memory.llm = ReplayLLM()
         return memory
 
-    def __getstate__(self):  # the live library objects stay in the owning process
+    def __getstate__(self):
+        """Pickle (checkpoints, Ray): the library's live objects are replaced by the stored records."""
         state = dict(self.__dict__)
         state["memory"] = None
+        state["_records"] = self._records() if self.memory is not None else state.get("_records")
         return state
+
+    def __setstate__(self, state):
+        records = state.pop("_records", None)
+        self.__dict__.update(state)
+        if records is not None:
+            self.memory = self._build()
+            if records:
+                ids, payloads = zip(*records)
+                vecs = self.embedder.embed([p["data"] for p in payloads])
+                self.memory.vector_store.insert(vectors=[v.tolist() for v in vecs], payloads=list(payloads), ids=list(ids))
+
+    def _records(self) -> list[tuple[str, dict]]:
+        """``(mem0 id, payload)`` of every stored memory, as mem0's vector store holds them."""
+        from mem0.memory.main import _vector_store_list_rows
+
+        listed = self.memory.vector_store.list(filters={"agent_id": self.config.agent_id}, top_k=1 << 30)
+        return sorted(((str(r.id), dict(r.payload)) for r in _vector_store_list_rows(listed)), key=lambda rec: rec[0])
 
     def _live(self):
         if self.memory is None:
-            raise StoreError("this Mem0Memory is a copy without the live mem0 store (apply/snapshot run in the owner)")
+            raise StoreError("this Mem0Memory has no live mem0 store")
         return self.memory
 
     def all_memories(self) -> list[dict]:
@@ -246,8 +265,10 @@ class Mem0Memory:
             if len(roles) != len(contents) or len(completion) != 1:
                 raise InputError(f"mem0 update needs equal role/content lists and one completion, got {len(roles)}, {len(contents)}, {len(completion)}")
             memory.llm.queue = list(completion)
-            memory.add([{"role": r, "content": c} for r, c in zip(roles, contents)], agent_id=self.config.agent_id, infer=True)
+            result = memory.add([{"role": r, "content": c} for r, c in zip(roles, contents)], agent_id=self.config.agent_id, infer=True)
             memory.llm.queue = []
+            for item in result.get("results", []):  # int ids in the deterministic order mem0 reports additions
+                self._int_ids.setdefault(str(item["id"]), len(self._int_ids))
         self.version += 1
 
     def search_live(self, query: str) -> list[Hit]:

@@ -63,6 +63,7 @@ class MemRLConfig:
     alpha: float = 0.3  # Q learning rate
     success_reward: float = 1.0
     failure_reward: float = -1.0
+    use_outcome_reward: bool = False  # True: r = Outcome.reward (graded feedback, e.g. finance)
     q_init: float = 0.0
     add_similarity_threshold: float = 0.99
     extraction: str = "auto"  # "auto" | "llm" | "rule"
@@ -225,7 +226,7 @@ class MemRLReader:
                     source = "rule-fallback"
             if not text:
                 text = rule_experience(o)
-            reward = cfg.success_reward if o.success else cfg.failure_reward
+            reward = o.reward if cfg.use_outcome_reward else (cfg.success_reward if o.success else cfg.failure_reward)
             out.append(
                 {
                     "used": np.asarray(o.retrieved, dtype=np.int64),

@@ -74,7 +74,7 @@ class SimulatedFinanceParams:
     p_miss: float = 0.05
     p_spurious: float = 0.05
     p_merge_error: float = 0.02
-    gain: float = 1.5
+    gain: float = 1.0
     noise: float = 0.15
     update_step: float = 0.15
     update_bias: float = 0.03

@@ -53,11 +53,11 @@ class SyntheticConfig:
     """[market] section for synthetic data."""
 
     n_industries: int = 8
-    n_days: int = 180  # evaluated trading days (the stream adds a 4-day news lead-in and max(h) days at the end)
-    events_per_day: float = 2.0  # important news (importance >= 8) per trading day, whole market
+    n_days: int = 300  # evaluated trading days (the stream adds a 4-day news lead-in and max(h) days at the end)
+    events_per_day: float = 3.0  # important news (importance >= 8) per trading day, whole market
     minor_per_day: float = 1.0  # unimportant news per day (importance < 8, no effect)
-    effect_size: float = 0.05  # mean total excess return of one event
-    daily_noise: float = 0.012  # daily idiosyncratic excess-return volatility
+    effect_size: float = 0.04  # mean total excess return of one event
+    daily_noise: float = 0.01  # daily idiosyncratic excess-return volatility
     multi_industry_prob: float = 0.15
     channels: tuple[str, ...] = tuple(c.name for c in CHANNELS)
     seed: int = 0

@@ -8,6 +8,7 @@ the expression behind each number) accept it; answers are checked by
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Sequence
 
 from engine.game24 import state_key as _core_state_key
@@ -16,10 +17,18 @@ from engine.game24 import verify_step as _core_verify_step
 from engine.game24.trajectory import Branch, apply_step, canonical_numbers
 
 
+@lru_cache(maxsize=1 << 18)
+def _core_step_ok(line: str, numbers: tuple) -> bool:
+    return bool(_core_verify_step(line, numbers).ok)
+
+
 def step_ok(branch: Branch, line: str) -> Branch | None:
-    """The branch after ``line`` if the exact verifier accepts the step, else None."""
+    """The branch after ``line`` if the exact verifier accepts the step, else None.
+
+    Both checks are pure functions of (state, line) and are memoized.
+    """
     nxt = apply_step(branch, line)
-    if nxt is None or not _core_verify_step(line, branch.numbers).ok:
+    if nxt is None or not _core_step_ok(line.strip(), branch.numbers):
         return None
     return nxt
 

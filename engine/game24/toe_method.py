@@ -236,6 +236,7 @@ class ToEReader:
         self.hit = np.asarray(snapshot.get("hit", np.zeros(0, np.int64)))
         self.order = np.argsort(self.key, kind="stable")
         self.sorted_keys = self.key[self.order]
+        self._cache: dict[tuple[int, str, str], Retrieval] = {}
 
     def _exact(self, key: int, state: str) -> int:
         lo = np.searchsorted(self.sorted_keys, key, side="left")
@@ -304,7 +305,13 @@ class ToEReader:
         )
 
     def retrieve(self, queries: Sequence[StepQuery], llm) -> list[Retrieval]:
-        return [self._one(q) for q in queries]
+        out = []
+        for q in queries:  # a retrieval depends only on (state, phase) and the snapshot
+            slot = (q.key, q.state, q.phase)
+            if slot not in self._cache:
+                self._cache[slot] = self._one(q)
+            out.append(self._cache[slot])
+        return out
 
     def observe(self, traces: Sequence[EpisodeTrace], llm) -> list[Updates]:
         return [self._observe_one(t) for t in traces]

@@ -13,6 +13,7 @@ Numbers are :class:`fractions.Fraction`; nothing here uses floating point.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from fractions import Fraction
 from typing import Sequence
 
@@ -74,8 +75,15 @@ def _balanced(text: str) -> bool:
     return depth == 0
 
 
-def apply_step(branch: Branch, line: str) -> Branch | None:
-    """The branch after step ``line``, or None if the line is malformed or wrong in any way."""
+@lru_cache(maxsize=1 << 18)
+def transition(numbers: tuple[Fraction, ...], line: str) -> tuple[tuple[Fraction, ...], int, int, str, tuple[int, ...]] | None:
+    """Exact check of step ``line`` from canonical ``numbers`` (memoized: a pure function).
+
+    Returns ``(new_numbers, i, j, op, order)``: the canonical numbers left, the
+    positions of the operands ``a`` and ``b`` in ``numbers``, the operator, and
+    for each new position the old position it came from (-1 for the result);
+    None when the line is malformed or wrong in any way.
+    """
     parsed = parse_step_line(line)
     if parsed is None:
         return None
@@ -85,26 +93,34 @@ def apply_step(branch: Branch, line: str) -> Branch | None:
     value = _OPS[op](a, b)
     if value is None or value != c:
         return None
-    nums = list(branch.numbers)
-    exprs = list(branch.exprs)
+    pos = list(range(len(numbers)))
+    nums = list(numbers)
     picked = []
     for operand in (a, b):
         try:
-            i = nums.index(operand)
+            k = nums.index(operand)
         except ValueError:
             return None
-        picked.append(exprs[i])
-        del nums[i], exprs[i]
+        picked.append(pos[k])
+        del nums[k], pos[k]
     nums.append(c)
-    exprs.append(f"({picked[0]} {op} {picked[1]})")
+    pos.append(-1)
     if canonical_numbers(left) != canonical_numbers(nums):
         return None
-    order = sorted(range(len(nums)), key=lambda i: nums[i])
-    return Branch(
-        tuple(nums[i] for i in order),
-        tuple(exprs[i] for i in order),
-        branch.lines + (line.strip(),),
-    )
+    order = sorted(range(len(nums)), key=lambda k: nums[k])
+    return tuple(nums[k] for k in order), picked[0], picked[1], op, tuple(pos[k] for k in order)
+
+
+def apply_step(branch: Branch, line: str) -> Branch | None:
+    """The branch after step ``line``, or None if the line is malformed or wrong in any way."""
+    line = line.strip()
+    got = transition(branch.numbers, line)
+    if got is None:
+        return None
+    new_numbers, i, j, op, order = got
+    combined = f"({branch.exprs[i]} {op} {branch.exprs[j]})"
+    exprs = tuple(combined if k < 0 else branch.exprs[k] for k in order)
+    return Branch(new_numbers, exprs, branch.lines + (line,))
 
 
 def apply_steps(branch: Branch, lines: Sequence[str]) -> Branch | None:

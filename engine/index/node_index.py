@@ -43,7 +43,7 @@ from engine.index.config import IndexConfig
 ABSENT, ALIVE, DELETED = 0, 1, 2
 FORMAT = 1
 _ID_LIMIT = 1 << 40  # node ids are dense row ids; anything near this is a bug upstream
-_GRAPH_FILE, _STATE_FILE, _META_FILE = "hnsw.bin", "state.npy", "meta.json"
+_MAGIC = b"TOENIDX1"
 
 
 class NodeIndex:
@@ -69,6 +69,7 @@ class NodeIndex:
         self._state = np.zeros(0, dtype=np.int8)
         self._n_alive = 0
         self._n_slots = 0  # hnswlib elements, alive + deleted
+        self.tag: dict = {}  # caller's JSON saved with the index (see save)
 
     # -- properties ---------------------------------------------------------------------------
     def __len__(self) -> int:
@@ -158,10 +159,15 @@ class NodeIndex:
             raise InputError(f"{where} rows {np.flatnonzero(~finite)[:10].tolist()} contain NaN or inf")
         if self.space == "cosine":
             norms = np.sqrt(np.add.reduce(v * v, axis=1))
+            if not np.isfinite(norms).all():  # float32 overflow of huge finite entries: redo in float64
+                v64 = v.astype(np.float64)
+                norms = np.sqrt(np.add.reduce(v64 * v64, axis=1))
+                v = (v64 / np.where(norms > 0, norms, 1.0)[:, None]).astype(np.float32)
+                norms = np.where(norms > 0, 1.0, 0.0)
             zero = norms <= 1e-12
             if zero.any():
                 raise InputError(f"{where} rows {np.flatnonzero(zero)[:10].tolist()} are zero vectors (undefined under cosine)")
-            v = v / norms[:, None]
+            v = v / norms[:, None].astype(np.float32)
         return v
 
     # -- writes -------------------------------------------------------------------------------
@@ -285,6 +291,10 @@ class NodeIndex:
         Returns ``(ids i8[b, k], sims f4[b, k])`` sorted by decreasing
         similarity, padded with -1 / -inf (``[k]`` arrays for a 1-D query).
         """
+        if within is None and type(k) is int and 1 <= k <= self._n_alive and self._n_alive > self.config.exact_max:
+            fast = self._search_one_fast(queries, k)
+            if fast is not None:
+                return fast
         if not isinstance(k, (int, np.integer)) or k < 1:
             raise InputError(f"k must be a positive int, got {k!r}")
         q, single = self._queries(queries)
@@ -304,6 +314,30 @@ class NodeIndex:
             for j, cand in enumerate(cands):
                 ids[j : j + 1], sims[j : j + 1] = self._search_set(q[j : j + 1], int(k), cand)
         return (ids[0], sims[0]) if single else (ids, sims)
+
+    def _search_one_fast(self, queries, k: int):
+        """One 1-D query over the whole graph with minimal Python work; None = take the full path.
+
+        A finite sum of squares implies every entry is finite (no cancellation among
+        squares), so one dot product validates the query; anything unusual (wrong
+        shape, NaN, zero, overflow, too few results) falls back to the checked path.
+        """
+        q = np.asarray(queries, dtype=np.float32)
+        if q.ndim != 1 or q.shape[0] != self.dim:
+            return None
+        nrm = float(np.dot(q, q))
+        if not (1e-24 < nrm < float("inf")):
+            return None
+        if self.space == "cosine":
+            q = q * np.float32(1.0 / np.sqrt(nrm))
+        if self._ef < k:
+            return None
+        try:
+            labels, dist = self._hnsw.knn_query(q, k=k, num_threads=1)
+        except RuntimeError:
+            return None
+        dist = dist[0]
+        return labels[0].view(np.int64), (1.0 - dist) if self._hnsw_space == "ip" else -dist
 
     def search_threshold(self, queries, threshold: float, k: int = 8, *, within=None, skip_missing: bool = False):
         """Like :meth:`search` but only results with similarity >= ``threshold`` (ToE's lambda)."""
@@ -397,44 +431,81 @@ class NodeIndex:
         h.update(np.flatnonzero(self._state == DELETED).astype(np.int64).tobytes())
         return h.hexdigest()[:32]
 
-    def save(self, path: str | Path) -> Path:
-        """Write the index to folder ``path`` (replaced atomically if it exists)."""
+    def save(self, path: str | Path, *, tag: dict | None = None) -> Path:
+        """Write the index to ONE file ``path``, atomically (temp file, fsync, rename).
+
+        Layout: magic ``TOENIDX1``, u8 length + JSON meta (format, dim, config,
+        counts, fingerprint, ``tag``), u8 length + ``state i1[ids]``, then the
+        hnswlib graph as hnswlib writes it. ``tag`` is any JSON the caller wants
+        checked on load (the store adapter records the node table it matches).
+        Fits the store checkpoint's ``extras={name: writer(path)}`` hook as is.
+        """
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent))
+        state = np.ascontiguousarray(self._state[: self._used_ids()])
+        meta = {
+            "format": FORMAT,
+            "dim": self.dim,
+            "config": {f: getattr(self.config, f) for f in self.config.__dataclass_fields__},
+            "ef_search": self._ef,
+            "count": self._n_alive,
+            "slots": self._n_slots,
+            "fingerprint": self.fingerprint(),
+            "tag": tag or {},
+        }
+        head = json.dumps(meta).encode()
+        fd, graph_tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".graph.tmp", dir=path.parent)
+        os.close(fd)
+        out_tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         try:
-            self._hnsw.save_index(str(tmp / _GRAPH_FILE))
-            np.save(tmp / _STATE_FILE, self._state[: self._used_ids()], allow_pickle=False)
-            meta = {
-                "format": FORMAT,
-                "dim": self.dim,
-                "config": {f: getattr(self.config, f) for f in self.config.__dataclass_fields__},
-                "ef_search": self._ef,
-                "count": self._n_alive,
-                "slots": self._n_slots,
-                "fingerprint": self.fingerprint(),
-            }
-            (tmp / _META_FILE).write_text(json.dumps(meta, indent=1))
-            for name in (_GRAPH_FILE, _STATE_FILE, _META_FILE):
-                with open(tmp / name, "rb") as fh:
-                    os.fsync(fh.fileno())
-            if path.exists():
-                old = path.with_name(path.name + ".old")
-                if old.exists():
-                    shutil.rmtree(old)
-                os.rename(path, old)
-                os.rename(tmp, path)
-                shutil.rmtree(old)
-            else:
-                os.rename(tmp, path)
+            self._hnsw.save_index(graph_tmp)
+            with open(out_tmp, "wb") as out, open(graph_tmp, "rb") as graph:
+                out.write(_MAGIC)
+                out.write(np.uint64(len(head)).tobytes())
+                out.write(head)
+                out.write(np.uint64(state.nbytes).tobytes())
+                out.write(state.tobytes())
+                shutil.copyfileobj(graph, out, 1 << 24)
+                out.flush()
+                os.fsync(out.fileno())
+            os.replace(out_tmp, path)
         except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
+            if out_tmp.exists():
+                out_tmp.unlink()
             raise
+        finally:
+            if os.path.exists(graph_tmp):
+                os.unlink(graph_tmp)
         return path
 
     def _used_ids(self) -> int:
         nz = np.flatnonzero(self._state != ABSENT)
         return int(nz[-1]) + 1 if nz.size else 0
+
+    @staticmethod
+    def read_header(path: str | Path) -> tuple[dict, np.ndarray, int]:
+        """``(meta, state i1[ids], graph_offset)`` of a saved index, without loading the graph."""
+        path = Path(path)
+        try:
+            with open(path, "rb") as fh:
+                if fh.read(len(_MAGIC)) != _MAGIC:
+                    raise PersistenceError(f"node index {str(path)!r} is not a node index file (bad magic)")
+                n_head = int(np.frombuffer(fh.read(8), dtype=np.uint64)[0])
+                meta = json.loads(fh.read(n_head))
+                n_state = int(np.frombuffer(fh.read(8), dtype=np.uint64)[0])
+                raw = fh.read(n_state)
+                if len(raw) != n_state:
+                    raise PersistenceError(f"node index {str(path)!r} is truncated (state)")
+                state = np.frombuffer(raw, dtype=np.int8).copy()
+                offset = fh.tell()
+        except PersistenceError:
+            raise
+        except (OSError, ValueError, IndexError) as exc:
+            raise PersistenceError(f"node index {str(path)!r} is missing or unreadable: {exc}") from exc
+        if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+            got = meta.get("format") if isinstance(meta, dict) else meta
+            raise PersistenceError(f"node index {str(path)!r} has format {got!r}, expected {FORMAT}")
+        return meta, state, offset
 
     @classmethod
     def load(cls, path: str | Path, *, expected_ids=None, expected_count: int | None = None,
@@ -443,31 +514,25 @@ class NodeIndex:
 
         expected_ids: the node ids the store says are indexed (any order);
         expected_count: their number when the ids are not at hand;
-        expected_dim: the embedder's width. A mismatch raises PersistenceError.
+        expected_dim: the embedder's width. A mismatch raises PersistenceError
+        before the graph is read. ``.tag`` holds the saved tag.
         """
         path = Path(path)
-        try:
-            meta = json.loads((path / _META_FILE).read_text())
-            state = np.load(path / _STATE_FILE, allow_pickle=False)
-        except (OSError, ValueError) as exc:
-            raise PersistenceError(f"node index {str(path)!r} is missing or unreadable: {exc}") from exc
-        if meta.get("format") != FORMAT:
-            raise PersistenceError(f"node index {str(path)!r} has format {meta.get('format')!r}, expected {FORMAT}")
-        if state.dtype != np.int8 or state.ndim != 1:
-            raise PersistenceError(f"node index {str(path)!r}: state.npy is {state.dtype}{list(state.shape)}, expected int8[n]")
+        meta, state, offset = cls.read_header(path)
         if expected_dim is not None and meta["dim"] != expected_dim:
             raise PersistenceError(f"node index {str(path)!r} has dim {meta['dim']}, the embedder gives {expected_dim}")
         try:
             cfg = IndexConfig(**meta["config"])
         except Exception as exc:
-            raise PersistenceError(f"node index {str(path)!r}: bad config in meta.json: {exc}") from exc
+            raise PersistenceError(f"node index {str(path)!r}: bad config in its header: {exc}") from exc
         self = cls(int(meta["dim"]), cfg)
-        self._state = state.copy()
+        self.tag = meta.get("tag", {})
+        self._state = state
         self._vecs = np.zeros((state.shape[0], self.dim), dtype=np.float32)
         self._n_alive = int(np.count_nonzero(self._state == ALIVE))
         self._n_slots = int(np.count_nonzero(self._state != ABSENT))
         if self._n_alive != meta["count"] or self._n_slots != meta["slots"] or self.fingerprint() != meta["fingerprint"]:
-            raise PersistenceError(f"node index {str(path)!r}: state.npy does not match meta.json (corrupted or mixed files)")
+            raise PersistenceError(f"node index {str(path)!r}: node states do not match the header (corrupted file)")
         if expected_count is not None and expected_count != self._n_alive:
             raise PersistenceError(
                 f"node index {str(path)!r} holds {self._n_alive} nodes but the node table expects {expected_count}; "
@@ -483,15 +548,19 @@ class NodeIndex:
                     f"node index {str(path)!r} does not match its node table: {got.shape[0]} ids indexed, "
                     f"{exp.shape[0]} expected; missing {missing}, unexpected {extra}"
                 )
-        graph = path / _GRAPH_FILE
-        try:
-            self._hnsw = hnswlib.Index(space=self._hnsw_space, dim=self.dim)
-            self._hnsw.load_index(str(graph), max_elements=max(self._n_slots, cfg.capacity))
-        except RuntimeError as exc:
-            raise PersistenceError(f"node index graph {str(graph)!r} is unreadable: {exc}") from exc
+        with tempfile.TemporaryDirectory(prefix="toe-nodeindex-") as tmp:
+            graph = Path(tmp) / "graph.bin"
+            with open(path, "rb") as src, open(graph, "wb") as dst:
+                src.seek(offset)
+                shutil.copyfileobj(src, dst, 1 << 24)
+            try:
+                self._hnsw = hnswlib.Index(space=self._hnsw_space, dim=self.dim)
+                self._hnsw.load_index(str(graph), max_elements=max(self._n_slots, cfg.capacity))
+            except RuntimeError as exc:
+                raise PersistenceError(f"node index {str(path)!r}: the hnswlib graph is unreadable: {exc}") from exc
         if self._hnsw.element_count != self._n_slots:
             raise PersistenceError(
-                f"node index {str(path)!r}: graph holds {self._hnsw.element_count} elements, state.npy {self._n_slots}"
+                f"node index {str(path)!r}: graph holds {self._hnsw.element_count} elements, the header {self._n_slots}"
             )
         self._ef = int(meta.get("ef_search", cfg.ef_search))
         self._hnsw.set_ef(self._ef)
@@ -500,7 +569,7 @@ class NodeIndex:
             try:
                 self._vecs[alive] = self._hnsw.get_items(alive.astype(np.uint64), return_type="numpy")
             except RuntimeError as exc:
-                raise PersistenceError(f"node index {str(path)!r}: graph lacks alive nodes of state.npy: {exc}") from exc
+                raise PersistenceError(f"node index {str(path)!r}: graph lacks alive nodes of the header: {exc}") from exc
             v = self._vecs[alive]
             ok = np.isfinite(v).all() and (self.space != "cosine" or np.allclose(np.add.reduce(v * v, axis=1), 1.0, atol=1e-3))
             if not ok:

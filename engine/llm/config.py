@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Mapping
 
 from engine.config import check, from_dict
-from engine.llm.simulated_game24 import SimulatedPolicyParams
+from engine.llm.simulated_params import SimulatedPolicyParams
 
 BACKENDS = ("simulated", "local", "openai", "vllm", "replay")
 

@@ -47,7 +47,7 @@ from typing import Any, Protocol, Sequence
 
 from engine.errors import BackendError, InputError
 from engine.llm.base import Completion, Request, Response
-from engine.llm.simulated_game24 import count_tokens
+from engine.llm.tokens import count_tokens
 
 
 class RetryableError(Exception):

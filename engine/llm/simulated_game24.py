@@ -35,77 +35,32 @@ be labelled *simulated*.
 
 from __future__ import annotations
 
-import ast
 import hashlib
 import itertools
 import random
 import re
 import time
-from dataclasses import dataclass
 from fractions import Fraction
-from functools import lru_cache
 from typing import Sequence
 
-from engine.config import check
 from engine.game24 import prompts as P
 from engine.llm.base import Completion, Request, Response
+from engine.llm.simulated_params import SimulatedPolicyParams
+from engine.llm.tokens import TOKEN_PATTERN as _TOKEN
+from engine.llm.tokens import count_tokens
+
+__all__ = [
+    "MODEL_NAME",
+    "SimulatedPolicyParams",
+    "SimulatedGame24Policy",
+    "SimulatedGame24Backend",
+    "answer_is_correct",
+    "classify_prompt",
+    "count_tokens",
+    "is_solvable",
+]
 
 MODEL_NAME = "simulated-game24-v1"
-
-_TOKEN = re.compile(r"\w+|[^\w\s]")
-
-
-def count_tokens(text: str) -> int:
-    """Approximate token count (words and punctuation marks); deterministic, model-free."""
-    return len(_TOKEN.findall(text))
-
-
-@dataclass(frozen=True)
-class SimulatedPolicyParams:
-    """Error model of the simulated policy (all probabilities in [0, 1]).
-
-    Defaults are calibrated so plain ToT with breadth 5 lands near the published
-    ToT figures on the Game of 24 (see docs/llm.md for the calibration run).
-    """
-
-    p_solvable_move: float = 0.5
-    p_wrong_arithmetic: float = 0.04
-    p_malformed: float = 0.03
-    p_wrong_left: float = 0.04
-    min_proposals: int = 3
-    max_proposals: int = 5
-    value_sure_if_solvable: float = 0.55
-    value_likely_if_solvable: float = 0.35
-    value_impossible_if_unsolvable: float = 0.6
-    value_likely_if_unsolvable: float = 0.3
-    p_value_malformed: float = 0.02
-    p_judge_correct: float = 0.95
-    p_answer_correct: float = 0.95
-
-    def __post_init__(self):
-        for name in (
-            "p_solvable_move", "p_wrong_arithmetic", "p_malformed", "p_wrong_left",
-            "value_sure_if_solvable", "value_likely_if_solvable",
-            "value_impossible_if_unsolvable", "value_likely_if_unsolvable",
-            "p_value_malformed", "p_judge_correct", "p_answer_correct",
-        ):
-            v = getattr(self, name)
-            check(0.0 <= v <= 1.0, f"llm.simulated.{name} must be in [0, 1], got {v}")
-        s = self.p_wrong_arithmetic + self.p_malformed + self.p_wrong_left
-        check(s <= 1.0, f"llm.simulated.p_wrong_arithmetic + p_malformed + p_wrong_left must be <= 1, got {s}")
-        s = self.value_sure_if_solvable + self.value_likely_if_solvable
-        check(s <= 1.0, f"llm.simulated.value_sure_if_solvable + value_likely_if_solvable must be <= 1, got {s}")
-        s = self.value_impossible_if_unsolvable + self.value_likely_if_unsolvable
-        check(
-            s <= 1.0,
-            f"llm.simulated.value_impossible_if_unsolvable + value_likely_if_unsolvable must be <= 1, got {s}",
-        )
-        check(self.min_proposals >= 1, f"llm.simulated.min_proposals must be >= 1, got {self.min_proposals}")
-        check(
-            self.max_proposals >= self.min_proposals,
-            f"llm.simulated.max_proposals must be >= min_proposals={self.min_proposals}, got {self.max_proposals}",
-        )
-
 
 # ---------------------------------------------------------------- exact arithmetic
 
@@ -117,27 +72,26 @@ _OPS = {
 }
 
 
-@lru_cache(maxsize=1 << 16)
-def _solvable_sorted(nums: tuple[Fraction, ...]) -> bool:
-    if len(nums) == 1:
-        return nums[0] == 24
-    for i, j in itertools.combinations(range(len(nums)), 2):
-        a, b = nums[i], nums[j]
-        rest = nums[:i] + nums[i + 1:j] + nums[j + 1:]
-        results = {a + b, a - b, b - a, a * b}
-        if b != 0:
-            results.add(a / b)
-        if a != 0:
-            results.add(b / a)
-        for r in results:
-            if _solvable_sorted(tuple(sorted(rest + (r,)))):
-                return True
-    return False
+_SOLVABLE: dict[tuple[Fraction, ...], bool] = {}
+_SOLVABLE_MAX = 1 << 20
+
+
+def _solvable_batch(states: Sequence[tuple[Fraction, ...]]) -> list[bool]:
+    """Exact solvability of sorted states through engine.game24's solver, memoised here."""
+    missing = list(dict.fromkeys(s for s in states if s not in _SOLVABLE))
+    if missing:
+        from engine.game24 import is_solvable_many
+
+        if len(_SOLVABLE) + len(missing) > _SOLVABLE_MAX:
+            _SOLVABLE.clear()
+        for s, ok in zip(missing, is_solvable_many(missing)):
+            _SOLVABLE[s] = bool(ok)
+    return [_SOLVABLE[s] for s in states]
 
 
 def is_solvable(numbers: Sequence[Fraction]) -> bool:
     """Exact: can ``numbers`` (1 to 4 rationals) reach 24 with + - * /?"""
-    return _solvable_sorted(tuple(sorted(Fraction(x) for x in numbers)))
+    return _solvable_batch([tuple(sorted(Fraction(x) for x in numbers))])[0]
 
 
 def _moves(nums: tuple[Fraction, ...]) -> list[tuple[Fraction, str, Fraction, Fraction, tuple[Fraction, ...]]]:
@@ -178,51 +132,13 @@ def _parse_numbers(text: str) -> tuple[Fraction, ...] | None:
     return nums or None
 
 
-class _Unsafe(Exception):
-    pass
-
-
-def _eval_expr(expr: str) -> tuple[Fraction, list[Fraction]]:
-    """Exact value of an arithmetic expression and the number literals it uses."""
-    expr = expr.replace("×", "*").replace("÷", "/").replace("x", "*")
-    tree = ast.parse(expr, mode="eval")
-    literals: list[Fraction] = []
-
-    def ev(node):
-        if isinstance(node, ast.Expression):
-            return ev(node.body)
-        if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
-            v = Fraction(str(node.value))
-            literals.append(v)
-            return v
-        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-            return -ev(node.operand)
-        if isinstance(node, ast.BinOp):
-            a, b = ev(node.left), ev(node.right)
-            if isinstance(node.op, ast.Add):
-                return a + b
-            if isinstance(node.op, ast.Sub):
-                return a - b
-            if isinstance(node.op, ast.Mult):
-                return a * b
-            if isinstance(node.op, ast.Div):
-                if b == 0:
-                    raise _Unsafe("division by zero")
-                return a / b
-        raise _Unsafe(f"unsupported syntax {type(node).__name__}")
-
-    return ev(tree), literals
-
-
 def answer_is_correct(input_numbers: Sequence[Fraction], expr: str | None) -> bool:
-    """Exact check: ``expr`` uses each input number once, no others, and equals 24."""
+    """Exact check through engine.game24's verifier: ``expr`` uses each input once and equals 24."""
     if not expr:
         return False
-    try:
-        value, literals = _eval_expr(expr)
-    except (SyntaxError, _Unsafe, ValueError, ZeroDivisionError, RecursionError):
-        return False
-    return value == 24 and sorted(literals) == sorted(Fraction(x) for x in input_numbers)
+    from engine.game24 import verify_answer
+
+    return bool(verify_answer(f"Answer: {expr} = 24", [Fraction(x) for x in input_numbers]).ok)
 
 
 # ---------------------------------------------------------------- prompt reading
@@ -282,8 +198,9 @@ class SimulatedGame24Policy:
         if nums is None or len(nums) < 2:
             return "No two numbers are left to combine."
         moves = _moves(tuple(sorted(nums)))
-        good = [m for m in moves if _solvable_sorted(m[4])]
-        bad = [m for m in moves if not _solvable_sorted(m[4])]
+        flags = _solvable_batch([m[4] for m in moves])
+        good = [m for m, ok in zip(moves, flags) if ok]
+        bad = [m for m, ok in zip(moves, flags) if not ok]
         k = min(rng.randint(p.min_proposals, p.max_proposals), len(moves))
         lines = []
         for _ in range(k):

@@ -49,7 +49,7 @@ def assert_applied_once(method, episodes):
 @pytest.fixture(scope="module")
 def two_workers(ray_cluster):
     """One 2-worker executor shared by the tests: its actors (and LLM backends) outlive each run."""
-    ex = RayExecutor(workers=2)
+    ex = RayExecutor(workers=2, num_cpus_per_worker=0.5)  # leaves 1 of the 2 CPUs to other executors
     try:
         yield ex
     finally:
@@ -58,7 +58,7 @@ def two_workers(ray_cluster):
 
 def test_local_and_ray_with_1_and_2_workers_and_2_store_shards_agree(two_workers, tmp_path):
     want = local_run()
-    one = RayExecutor(workers=1)
+    one = RayExecutor(workers=1, num_cpus_per_worker=0.5)
     for workers, shards in [(1, 1), (2, 1), (2, 2)]:
         m = ToyMethod()
         ex = one if workers == 1 else two_workers
@@ -130,8 +130,8 @@ import ray
 from cluster.ray_executor import RayExecutor
 from cluster.toy import ToyLLMFactory, ToyMethod, toy_episodes
 ray.init(address=sys.argv[2])
-RayExecutor(workers=2, store_shards=2).run(ToyMethod(), toy_episodes(20, seed=7), ToyLLMFactory(latency_s=0.3), 4,
-                                           checkpoint_dir=sys.argv[1])
+ex = RayExecutor(workers=2, store_shards=2, num_cpus_per_worker=0.5)
+ex.run(ToyMethod(), toy_episodes(20, seed=7), ToyLLMFactory(latency_s=0.3), 4, checkpoint_dir=sys.argv[1])
 print("FINISHED")
 """
 

@@ -78,3 +78,15 @@ def test_memory_table_append_delete_snapshot():
         t.append(np.ones((1, 3), np.float32), txt=["d"], q=[0.0])
     with pytest.raises(InputError, match="snapshot lacks"):
         TableView({"id": snap["id"]}, {"txt": TEXT}, 2)
+
+
+def test_cosine_scores_do_not_depend_on_the_batch(rng):
+    from engine.baselines.common import cosine_scores
+
+    index = rng.standard_normal((50, 16)).astype(np.float32)
+    queries = rng.standard_normal((7, 16)).astype(np.float32)
+    full = cosine_scores(index, queries)
+    for i in range(7):
+        assert np.array_equal(full[i], cosine_scores(index, queries[i : i + 1])[0])
+    with pytest.raises(InputError, match="embedding widths differ"):
+        cosine_scores(index, queries[:, :8])

@@ -8,8 +8,23 @@ import pytest
 pytest.importorskip("mem0")
 pytest.importorskip("qdrant_client")
 
+from engine.baselines.common import Attempt, Outcome  # noqa: E402
 from engine.baselines.mem0 import Mem0Config, Mem0Memory  # noqa: E402
 from engine.errors import StoreError  # noqa: E402
+
+
+class Simulated:
+    """Named like the simulated backend: extraction 'auto' resolves to the rule, no LLM call."""
+
+    name = "simulated"
+
+    def generate(self, requests):  # pragma: no cover - must not be called
+        raise AssertionError("rule-based extraction must not call the LLM")
+
+
+def outcome(task, *attempts, key="0"):
+    ok = any(a[1] for a in attempts)
+    return Outcome(key=key, seed=1, task=task, attempts=tuple(Attempt(t, s) for t, s in attempts), success=ok, reward=1.0 if ok else -1.0)
 
 OUTCOMES = [
     ("1 2 3 4", "1 * 2 = 2; 2 * 3 = 6; 6 * 4 = 24", True),
@@ -22,7 +37,6 @@ OUTCOMES = [
 def filled():
     from engine.embed import HashingEmbedder
 
-    from conftest import Simulated, outcome
 
     mem = Mem0Memory(Mem0Config(), embedder=HashingEmbedder(64))
     ups = mem.reader(mem.snapshot()).observe([outcome(t, (a, ok), key=str(i)) for i, (t, a, ok) in enumerate(OUTCOMES)], Simulated())
@@ -62,7 +76,6 @@ def test_mem0_deduplicates_a_repeated_memory(filled):
 def test_llm_extraction_uses_mem0_prompt_and_is_replayed(hashing, scripted):
     from mem0.configs.prompts import ADDITIVE_EXTRACTION_PROMPT
 
-    from conftest import outcome
 
     llm = scripted(lambda r: json.dumps({"memory": [{"text": "Pair 6 with 4 to multiply to 24"}]})
                    if "4 9 10 13" in r.messages[1]["content"] else "not json")
@@ -79,14 +92,18 @@ def test_llm_extraction_uses_mem0_prompt_and_is_replayed(hashing, scripted):
     assert mem.memory.llm.calls == 2 and mem.memory.llm.queue == []
 
 
-def test_copies_have_no_live_store(filled):
+def test_pickled_copy_rebuilds_the_same_store(filled):
     mem, ups = filled
     copy = pickle.loads(pickle.dumps(mem))
-    assert copy.memory is None
-    with pytest.raises(StoreError, match="without the live mem0 store"):
+    assert copy.memory is not None and copy.memory is not mem.memory
+    a, b = mem.snapshot(), copy.snapshot()
+    assert a["mem0_id"].tolist() == b["mem0_id"].tolist() and a["memory"].tolist() == b["memory"].tolist()
+    assert [h.id for h in copy.search_live("1 2 3 4")] == [h.id for h in mem.search_live("1 2 3 4")]
+    copy.apply(ups[:1])  # mem0's hash de-duplication survives the copy
+    assert len(copy.snapshot()["id"]) == len(a["id"])
+    copy.memory = None
+    with pytest.raises(StoreError, match="no live mem0 store"):
         copy.apply(ups)
-    snap = mem.snapshot()
-    assert [h.id for h in copy.reader(snap).retrieve(["1 2 3 4"])[0]] == [h.id for h in mem.reader(snap).retrieve(["1 2 3 4"])[0]]
 
 
 @pytest.mark.embed
@@ -94,7 +111,6 @@ def test_round_trip_with_minilm():
     pytest.importorskip("sentence_transformers")
     from engine.embed import EmbedConfig, make_embedder
 
-    from conftest import Simulated, outcome
 
     try:
         emb = make_embedder(EmbedConfig(backend="minilm"))

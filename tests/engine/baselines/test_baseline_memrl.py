@@ -77,6 +77,16 @@ def test_apply_updates_q_of_used_memories_in_episode_order(fixed_embedder, at_si
     assert len(mem.table) == 1  # t1, t2 have the same intent vector as m0: not added again
 
 
+def test_graded_outcome_reward_option(hashing, simulated):
+    from engine.baselines.common import Outcome
+
+    o = Outcome(key="1", seed=0, task="sector news", attempts=(), success=True, reward=0.25, retrieved=(0,))
+    mem = MemRLMemory(MemRLConfig(use_outcome_reward=True), embedder=hashing)
+    assert mem.reader(mem.snapshot()).observe([o], simulated)[0]["reward"].tolist() == [0.25]
+    mem_bin = MemRLMemory(MemRLConfig(), embedder=hashing)
+    assert mem_bin.reader(mem_bin.snapshot()).observe([o], simulated)[0]["reward"].tolist() == [1.0]
+
+
 def test_new_memory_starts_at_q_init_and_rule_extraction_is_labelled(hashing, make_outcome, simulated):
     mem = MemRLMemory(MemRLConfig(q_init=0.0), embedder=hashing)
     ups = mem.reader(mem.snapshot()).observe([make_outcome("4 9 10 13", ("10 - 4 = 6; Answer: (10 - 4) * (13 - 9) = 24", True))], simulated)

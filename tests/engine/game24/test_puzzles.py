@@ -125,3 +125,31 @@ def test_load_puzzles_errors(tmp_path):
         load_puzzles(bad)
     with pytest.raises(PuzzleError, match="first <= last"):
         test_split([], 10, 1)
+
+
+def test_cli_solve(capsys):
+    from engine.cli import main
+
+    assert main(["game24", "solve", "4", "9", "10", "13", "--steps"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].endswith("= 24") and len(out) == 4 and out[-1].endswith("(left: 24)")
+    assert main(["game24", "solve", "1", "1", "1", "1"]) == 0
+    assert "no solution" in capsys.readouterr().out
+    assert main(["game24", "solve", "1", "2", "3", "4", "--all", "3"]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 3
+    assert main(["game24", "solve", "1", "2", "3", "14"]) == 1
+    assert "numbers must be in 1..13, got [14]" in capsys.readouterr().err
+    assert main(["game24", "solve", "1", "2", "3"]) == 1
+    assert "exactly 4 numbers, got 3" in capsys.readouterr().err
+    assert main(["game24", "solve", "1", "2", "three", "4"]) == 1
+    assert "'three' is not an integer" in capsys.readouterr().err
+    assert main(["game24", "solve", "14", "20", "30", "1", "--hi", "30"]) == 0
+
+
+def test_cli_verify(capsys):
+    from engine.cli import main
+
+    assert main(["game24", "verify", "--puzzle", "4 9 10 13", "Answer: (10 - 4) * (13 - 9) = 24"]) == 0
+    assert capsys.readouterr().out.strip() == "ok"
+    assert main(["game24", "verify", "--puzzle", "4 9 10 13", "Answer: (10 - 4) * (13 - 10) = 24"]) == 1
+    assert "rejected (reused)" in capsys.readouterr().out

@@ -183,3 +183,19 @@ def test_bad_config():
         IndexConfig(M=32, ef_construction=16)
     with pytest.raises(InputError, match="dim must be a positive int"):
         NodeIndex(0)
+
+
+def test_single_query_fast_path_validates_like_the_full_path(data):
+    x, q = data
+    ix = build_index(np.arange(x.shape[0]), x, exact_max=0)  # 1-D queries take the fast path
+    ids, sims = ix.search(q[0], 3)
+    ref_ids, ref_sims = ix.search(q[:1], 3)
+    np.testing.assert_array_equal(ids, ref_ids[0])
+    assert ids.dtype == np.int64 and sims.dtype == np.float32
+    for bad, match in [(np.full(32, np.nan), "NaN"), (np.zeros(32), "zero vectors"), (np.ones(31), "index dim 32"),
+                       (np.full(32, 1e30), None)]:
+        if match is None:  # huge but finite: float32 overflow in the norm must not change the answer
+            np.testing.assert_array_equal(ix.search(bad, 3)[0], ix.search(np.ones(32), 3)[0])
+            continue
+        with pytest.raises(InputError, match=match):
+            ix.search(bad, 3)

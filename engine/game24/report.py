@@ -1,0 +1,128 @@
+"""Run-folder outputs of the Game-of-24 comparison: Parquet, summary.json, Markdown table, PNG plots.
+
+Every artefact names the backend that produced it; figures from the simulated
+policy say "simulated" in the table title, in every summary record, and in
+each plot's title.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from engine.game24.metrics import learning_curve
+
+DISPLAY = {
+    "tot": "ToT (Yao et al. 2023)",
+    "mem0": "ToT+Mem0",
+    "memrl": "ToT+MemRL",
+    "reme": "ToT+ReMe",
+    "flex": "ToT+FLEX",
+    "toe": "ToT+ToE",
+}
+
+
+def display_name(method: str) -> str:
+    return DISPLAY.get(method, f"ToT+{method}")
+
+
+def backend_label(backend: str, model: str = "") -> str:
+    """``"simulated policy (simulated-game24-v1) - SIMULATED, not a model"`` or ``"local (model)"``."""
+    if backend == "simulated":
+        return f"simulated policy ({model or 'simulated'}) - figures are SIMULATED, not a language model's"
+    return f"{backend} ({model})" if model else backend
+
+
+def write_episodes(records: Sequence[Mapping[str, Any]], path: Path) -> None:
+    """Per-episode records as one Parquet table (columns = record keys)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    keys = list(dict.fromkeys(k for r in records for k in r))
+    table = pa.table({k: [r.get(k) for r in records] for k in keys})
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(table, path)
+
+
+def write_summary(summary: Sequence[Mapping[str, Any]], path: Path, meta: Mapping[str, Any]) -> None:
+    """``summary.json``: {"meta": {...}, "methods": [one record per method]}."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"meta": dict(meta), "methods": list(summary)}, indent=2, default=str) + "\n")
+
+
+def markdown_table(summary: Sequence[Mapping[str, Any]], backend: str, model: str = "",
+                   title: str = "Game of 24, ToT test split") -> str:
+    """The paper's Table 2 layout (Method | Accuracy | Avg. Calls) plus first-output accuracy,
+    samples, tokens and wall time per puzzle; mean over seeds, +- std across seeds."""
+    sim = backend == "simulated"
+    lines = [
+        f"**{title}** - backend: {backend_label(backend, model)}",
+        "",
+        "| Method | Accuracy (any of b) ↑ | Accuracy (first) ↑ | Avg. Calls ↓ | Samples | Tokens | Wall s | Seeds |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for rec in summary:
+        name = display_name(rec["method"]) + (" [simulated]" if sim else "")
+        lines.append(
+            f"| {name} | {100 * rec['acc_any']:.1f}% ± {100 * rec['acc_any_std']:.1f} "
+            f"| {100 * rec['acc_first']:.1f}% | {rec['calls']:.1f} ± {rec['calls_std']:.1f} "
+            f"| {rec['samples']:.1f} | {rec['tokens']:.0f} | {rec['wall_s']:.3f} | {len(rec['seeds'])} |"
+        )
+    n = summary[0]["n_puzzles"] if summary else 0
+    lines += ["", f"Per test puzzle ({n} puzzles), mean over seeds ± std across seeds."]
+    if sim:
+        lines.append("SIMULATED: produced by the seeded simulated Game-of-24 policy, a test harness, not a model.")
+    return "\n".join(lines) + "\n"
+
+
+def plot_accuracy_vs_calls(summary: Sequence[Mapping[str, Any]], path: Path, backend: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4.5))
+    for rec in summary:
+        ax.errorbar(rec["calls"], 100 * rec["acc_any"], xerr=rec["calls_std"], yerr=100 * rec["acc_any_std"],
+                    fmt="o", capsize=3)
+        ax.annotate(display_name(rec["method"]), (rec["calls"], 100 * rec["acc_any"]),
+                    textcoords="offset points", xytext=(5, 5), fontsize=8)
+    ax.set_xlabel("LLM calls per test puzzle")
+    ax.set_ylabel("accuracy, any of b (%)")
+    ax.set_title(f"Game of 24: accuracy vs calls ({_plot_label(backend)})")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def plot_learning_curve(records: Sequence[Mapping[str, Any]], methods: Sequence[str], path: Path,
+                        backend: str, window: int = 50, test_start: int | None = None) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for method in methods:
+        x, acc = learning_curve(records, method, window)
+        ax.plot(x, 100 * acc, marker=".", label=display_name(method))
+    if test_start is not None:
+        ax.axvline(test_start, color="grey", linestyle="--", linewidth=1)
+        ax.annotate("test split", (test_start, ax.get_ylim()[0]), textcoords="offset points", xytext=(4, 4),
+                    fontsize=8, color="grey")
+    ax.set_xlabel("position in the stream (episodes)")
+    ax.set_ylabel(f"accuracy over last {window} (%)")
+    ax.set_title(f"Game of 24: learning curve ({_plot_label(backend)})")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def _plot_label(backend: str) -> str:
+    return "SIMULATED policy" if backend == "simulated" else f"backend {backend}"

@@ -1,0 +1,54 @@
+"""Parameters of the simulated Game-of-24 policy's error model (see engine.llm.simulated_game24)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from engine.config import check
+
+
+@dataclass(frozen=True)
+class SimulatedPolicyParams:
+    """Error model of the simulated policy (all probabilities in [0, 1]).
+
+    Defaults are calibrated so plain ToT with breadth 5 lands near the published
+    ToT figures on the Game of 24 (see docs/llm.md for the calibration run).
+    """
+
+    p_solvable_move: float = 0.48
+    p_wrong_arithmetic: float = 0.04
+    p_malformed: float = 0.03
+    p_wrong_left: float = 0.04
+    min_proposals: int = 3
+    max_proposals: int = 6
+    value_sure_if_solvable: float = 0.55
+    value_likely_if_solvable: float = 0.35
+    value_impossible_if_unsolvable: float = 0.6
+    value_likely_if_unsolvable: float = 0.3
+    p_value_malformed: float = 0.02
+    p_judge_correct: float = 0.95
+    p_answer_correct: float = 0.95
+
+    def __post_init__(self):
+        for name in (
+            "p_solvable_move", "p_wrong_arithmetic", "p_malformed", "p_wrong_left",
+            "value_sure_if_solvable", "value_likely_if_solvable",
+            "value_impossible_if_unsolvable", "value_likely_if_unsolvable",
+            "p_value_malformed", "p_judge_correct", "p_answer_correct",
+        ):
+            v = getattr(self, name)
+            check(0.0 <= v <= 1.0, f"llm.simulated.{name} must be in [0, 1], got {v}")
+        s = self.p_wrong_arithmetic + self.p_malformed + self.p_wrong_left
+        check(s <= 1.0, f"llm.simulated.p_wrong_arithmetic + p_malformed + p_wrong_left must be <= 1, got {s}")
+        s = self.value_sure_if_solvable + self.value_likely_if_solvable
+        check(s <= 1.0, f"llm.simulated.value_sure_if_solvable + value_likely_if_solvable must be <= 1, got {s}")
+        s = self.value_impossible_if_unsolvable + self.value_likely_if_unsolvable
+        check(
+            s <= 1.0,
+            f"llm.simulated.value_impossible_if_unsolvable + value_likely_if_unsolvable must be <= 1, got {s}",
+        )
+        check(self.min_proposals >= 1, f"llm.simulated.min_proposals must be >= 1, got {self.min_proposals}")
+        check(
+            self.max_proposals >= self.min_proposals,
+            f"llm.simulated.max_proposals must be >= min_proposals={self.min_proposals}, got {self.max_proposals}",
+        )

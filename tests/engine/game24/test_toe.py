@@ -1,0 +1,175 @@
+"""ToT+ToE on Game of 24: admission of verified continuations only, reuse on equal/overlapping states."""
+
+from __future__ import annotations
+
+from fractions import Fraction as F
+
+import numpy as np
+import pytest
+
+from engine.errors import ConfigError, PersistenceError
+from engine.game24.checks import state_key
+from engine.game24.hooks import PHASE_PROPOSE, PHASE_VALUE, EpisodeTrace, StepQuery
+from engine.game24.toe_method import (
+    Game24Experience,
+    ToEConfig,
+    ToEHooks,
+    make_toe_method,
+    reinstantiate,
+    update_q_binary,
+    verified_suffix,
+)
+from engine.game24.tot import PuzzleTask
+from engine.game24.trajectory import canonical_numbers
+from engine.rounds import Episode
+
+SOLUTION = ("13 - 9 = 4 (left: 4 4 10)", "10 - 4 = 6 (left: 4 6)", "4 * 6 = 24 (left: 24)",
+            "Answer: (10 - 4) * (13 - 9) = 24")
+
+
+def _trace(eid, puzzle, solution, success=True, retrieved=(), used=()):
+    text = "\n".join(solution) + "\n"
+    return EpisodeTrace(eid, str(eid), eid, tuple(puzzle), "warmup", (text,), (success,), success,
+                        solution=tuple(solution) if success else (), retrieved=tuple(retrieved), used=tuple(used))
+
+
+def _query(numbers, phase=PHASE_PROPOSE, step=1):
+    nums = canonical_numbers(numbers)
+    text = " ".join(str(x) for x in nums)
+    return StepQuery(99, "99", 99, (1, 2, 3, 4), step, phase, nums, text, state_key(nums))
+
+
+def _learn(hooks, traces):
+    upd = hooks.reader(hooks.snapshot()).observe(traces, None)
+    hooks.apply([(t.episode_id, u) for t, u in zip(traces, upd)])
+
+
+def test_binary_update_is_eq_a4():
+    q = update_q_binary(np.array([0.3, 1.0, 0.0]), np.array([1.0, 0.0, 1.0]))
+    assert q.tolist() == [1.0, 0.0, 1.0]
+
+
+def test_successful_trajectory_adds_states_and_suffixes():
+    hooks = ToEHooks()
+    _learn(hooks, [_trace(0, (4, 9, 10, 13), SOLUTION)])
+    t = hooks.table.cols
+    assert t["state"].tolist() == ["4 9 10 13", "4 4 10", "4 6"]
+    assert t["suffix"][2] == "4 * 6 = 24 (left: 24)"
+    assert t["suffix"][1] == "10 - 4 = 6 (left: 4 6)\n4 * 6 = 24 (left: 24)"
+    assert t["q"].tolist() == [1.0, 1.0, 1.0]
+    assert t["key"][2] == state_key((4, 6))
+
+
+def test_failed_or_invalid_trajectories_are_not_admitted():
+    hooks = ToEHooks()
+    bad = ("13 - 9 = 4 (left: 4 4 10)", "10 - 4 = 6 (left: 4 6)", "4 * 6 = 25 (left: 25)", "Answer: x = 24")
+    _learn(hooks, [_trace(0, (4, 9, 10, 13), SOLUTION, success=False), _trace(1, (4, 9, 10, 13), bad)])
+    assert len(hooks.table) == 0
+    assert not verified_suffix((F(4), F(6)), ["4 * 6 = 25 (left: 25)"])
+    assert not verified_suffix((F(4), F(6)), ["4 + 6 = 10 (left: 10)"])  # legal but misses 24
+    assert verified_suffix((F(4), F(6)), ["6 * 4 = 24 (left: 24)"])
+
+
+def test_equivalent_states_consolidate():
+    hooks = ToEHooks()
+    # two puzzles whose trajectories both pass through state "4 6"
+    sol_b = ("2 * 2 = 4 (left: 3 3 4)", "3 + 3 = 6 (left: 4 6)", "4 * 6 = 24 (left: 24)",
+             "Answer: (2 * 2) * (3 + 3) = 24")
+    _learn(hooks, [_trace(0, (4, 9, 10, 13), SOLUTION), _trace(1, (2, 2, 3, 3), sol_b)])
+    states = hooks.table.cols["state"].tolist()
+    assert states.count("4 6") == 1 and len(states) == 5
+    assert hooks.table.cols["created"][states.index("4 6")] == 0  # the first admitted suffix is kept
+
+
+def test_exact_and_overlap_retrieval():
+    hooks = ToEHooks(ToEConfig(mode="supply"))
+    _learn(hooks, [_trace(0, (4, 9, 10, 13), SOLUTION)])
+    reader = hooks.reader(hooks.snapshot())
+    (ret,) = reader.retrieve([_query((6, 4), PHASE_VALUE)], None)
+    assert ret.continuations == (("4 * 6 = 24 (left: 24)",),) and ret.continuation_ids == (2,)
+    assert ret.value == 60.0 and ret.experience_ids == (2,)
+    (none,) = reader.retrieve([_query((5, 7))], None)
+    assert none.continuations == () and none.value is None
+    # overlap: a stored state differing in one number; its suffix replayed on the query must verify
+    hooks2 = ToEHooks()
+    hooks2.table.admit(state_key((0, 5, 24)), "0 5 24", (F(0), F(5), F(24)),
+                       "0 * 5 = 0 (left: 0 24)\n24 + 0 = 24 (left: 24)", 1.0, 0)
+    hooks2.table.admit(state_key((3, 5, 8)), "3 5 8", (F(3), F(5), F(8)),
+                       "5 - 3 = 2 (left: 2 8)\n2 * 8 = 16 (left: 16)", 1.0, 0)  # (not a real solution)
+    r2 = hooks2.reader(hooks2.snapshot())
+    (ov,) = r2.retrieve([_query((0, 7, 24))], None)
+    assert ov.continuations == (("0 * 7 = 0 (left: 0 24)", "24 + 0 = 24 (left: 24)"),)
+    assert ov.experience_ids == (0,)
+    (rej,) = r2.retrieve([_query((3, 5, 9))], None)  # overlapping, replay misses 24 -> not offered
+    assert rej.continuations == () and rej.experience_ids == (1,)
+    guide = ToEHooks(ToEConfig(mode="guide"))
+    guide.table = hooks.table
+    (g,) = guide.reader(guide.snapshot()).retrieve([_query((4, 6))], None)
+    assert g.continuations == () and "4 * 6 = 24" in g.experience
+
+
+def test_reinstantiate():
+    lines = ["0 * 5 = 0 (left: 0 24)", "24 + 0 = 24 (left: 24)"]
+    assert reinstantiate([0, 5, 24], lines, [0, 24, 11]) == ("0 * 11 = 0 (left: 0 24)", "24 + 0 = 24 (left: 24)")
+    assert reinstantiate([2, 3], ["3 / 2 = 3/2 (left: 3/2)"], [0, 3]) is None  # division by zero
+    assert reinstantiate([1, 2, 3], lines, [1, 2]) is None
+
+
+def test_toe_reuses_stored_continuation_in_search():
+    """After learning a puzzle, ToT+ToE solves a puzzle through a stored state without those calls."""
+    from test_tot import Scripted
+
+    method = make_toe_method(toe_config=ToEConfig(mode="supply"))
+    _learn(method.hooks, [_trace(0, (4, 9, 10, 13), SOLUTION)])
+    llm = Scripted()
+    ep = Episode(5, PuzzleTask((4, 9, 10, 13)), seed=3)
+    (res,) = method.run_episodes(method.snapshot(), [ep], llm)
+    assert llm.batches == []  # exact match at the root supplies the whole verified continuation
+    assert res.record["success_any"] and res.record["by_experience"]
+    assert res.updates["hit"].tolist() == [0] and 0 in res.updates["recall"].tolist()
+    method.apply([res])
+    assert method.hooks.table.cols["hit"][0] == 1
+    assert (method.hooks.table.cols["hit"] <= method.hooks.table.cols["recall"]).all()
+    # a different puzzle reaching the stored state "4 4 10" after one LLM step is completed there
+    llm2 = Scripted()
+    ep2 = Episode(6, PuzzleTask((4, 9, 10, 13)), seed=4)
+    method2 = make_toe_method(toe_config=ToEConfig(mode="supply"))
+    method2.hooks.table.admit(state_key((4, 4, 10)), "4 4 10", (F(4), F(4), F(10)),
+                              "10 - 4 = 6 (left: 4 6)\n4 * 6 = 24 (left: 24)", 1.0, 0)
+    (r2,) = method2.run_episodes(method2.snapshot(), [ep2], llm2)
+    assert r2.record["success_any"] and r2.record["by_experience"]
+    assert r2.record["calls"] == 1  # one propose call, then the candidate "4 4 10" is completed from experience
+
+
+def test_guide_mode_values_known_states_without_calls():
+    from test_tot import Scripted
+
+    plain = make_toe_method(toe_config=ToEConfig(mode="guide"))
+    llm0 = Scripted()
+    (r0,) = plain.run_episodes(plain.snapshot(), [Episode(0, PuzzleTask((4, 9, 10, 13)), seed=1)], llm0)
+    method = make_toe_method(toe_config=ToEConfig(mode="guide"))
+    _learn(method.hooks, [_trace(0, (4, 9, 10, 13), SOLUTION)])
+    llm = Scripted()
+    (r1,) = method.run_episodes(method.snapshot(), [Episode(1, PuzzleTask((4, 9, 10, 13)), seed=1)], llm)
+    assert r1.record["calls"] < r0.record["calls"]
+    assert not r1.record["by_experience"]
+    assert any("A verified way to finish" in r.prompt for b in llm.batches for r in b)
+
+
+def test_persistence_roundtrip_and_errors(tmp_path):
+    hooks = ToEHooks()
+    _learn(hooks, [_trace(0, (4, 9, 10, 13), SOLUTION)])
+    hooks.save_state(tmp_path)
+    other = ToEHooks()
+    other.load_state(tmp_path)
+    for k, v in hooks.table.cols.items():
+        np.testing.assert_array_equal(np.asarray(v), np.asarray(other.table.cols[k]))
+    with pytest.raises(PersistenceError, match="does not exist"):
+        Game24Experience.load(tmp_path / "nope")
+
+
+def test_config_errors():
+    with pytest.raises(ConfigError, match="toe.mode must be"):
+        ToEConfig(mode="copy")
+    with pytest.raises(ConfigError, match="overlap_top_k"):
+        ToEConfig(overlap_top_k=0)

@@ -1,0 +1,120 @@
+"""Real llama.cpp with SmolLM2-135M: the local backend, and the openai backend over HTTP on 127.0.0.1."""
+
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("xllamacpp")
+
+from engine.errors import BackendError  # noqa: E402
+from engine.game24 import prompts as P  # noqa: E402
+from engine.llm.base import Request  # noqa: E402
+from engine.llm.openai_backend import OpenAIBackend  # noqa: E402
+
+pytestmark = pytest.mark.local_model
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def _start_server(parallel=2):
+    proc = subprocess.Popen(
+        [sys.executable, str(REPO / "scripts" / "llm_serve_local.py"), "--parallel", str(parallel),
+         "--threads", "2", "--context", "1024"],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    )
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        line = proc.stdout.readline()
+        if line.startswith("URL "):
+            return proc, line.split()[1]
+        if proc.poll() is not None:
+            break
+    proc.kill()
+    pytest.fail("the llama.cpp server did not start")
+
+
+def _stop(proc):
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.fixture(scope="module")
+def server():
+    proc, url = _start_server()
+    yield url
+    _stop(proc)
+
+
+def test_openai_backend_real_server_n_and_batch(server):
+    with OpenAIBackend(server, max_concurrency=2, retries=0, timeout_s=120) as b:
+        reqs = [
+            Request(prompt=P.propose_prompt("4 9 10 13"), n=2, max_tokens=6, seed=1),
+            Request(messages=[{"role": "user", "content": "Say hi."}], n=1, max_tokens=4, seed=2),
+        ]
+        out = b.generate(reqs)
+    assert len(out) == 2 and len(out[0].completions) == 2 and len(out[1].completions) == 1
+    assert all(r.prompt_tokens > 0 and r.backend == "openai" and r.latency_s > 0 for r in out)
+    assert out[0].prompt_tokens > 100 > out[1].prompt_tokens  # the propose prompt is long
+    assert all(0 < c.completion_tokens <= 6 for r in out for c in r.completions)
+    assert out[1].completions[0].completion_tokens <= 4
+
+
+def test_openai_backend_forced_timeout(server):
+    b = OpenAIBackend(server, retries=0, timeout_s=0.05)
+    with pytest.raises(BackendError, match="timed out after 0.05s"):
+        b.generate([Request(prompt="Write a long story about a cat.", max_tokens=200)])
+    b.close()
+
+
+def test_openai_backend_server_killed_mid_batch():
+    proc, url = _start_server(parallel=2)
+    b = OpenAIBackend(url, retries=1, backoff_s=0.1, backoff_max_s=0.2, timeout_s=60, max_concurrency=2)
+    err = {}
+
+    def run():
+        try:
+            b.generate([Request(prompt=f"Tell a long story number {i}.", max_tokens=400) for i in range(4)])
+        except BackendError as exc:
+            err["e"] = exc
+
+    t = threading.Thread(target=run)
+    t.start()
+    time.sleep(1.5)
+    proc.kill()
+    proc.wait()
+    t.join(60)
+    assert not t.is_alive()
+    assert "e" in err and url.split("//")[1] in str(err["e"])
+    b.close()
+
+
+def test_local_backend_generates():
+    from engine.llm.local_backend import LocalLlamaBackend, default_model_path
+
+    assert default_model_path().endswith(".gguf")
+    b = LocalLlamaBackend(parallel=2, threads=2, context=1024)
+    try:
+        assert b.base_url.startswith("http://127.0.0.1:")
+        out = b.generate([
+            Request(prompt="Input: 1 1 4 6\nPossible next steps:\n", n=2, max_tokens=5, seed=3),
+            Request(messages=[{"role": "user", "content": "Name a color."}], max_tokens=4, temperature=0.0),
+        ])
+        assert [len(r.completions) for r in out] == [2, 1]
+        assert all(r.backend == "local" and r.model.startswith("SmolLM2") for r in out)
+        assert all(r.prompt_tokens > 0 for r in out)
+        assert all(0 < c.completion_tokens <= 5 for r in out for c in r.completions)
+        # greedy decoding repeats itself
+        again = b.generate([Request(messages=[{"role": "user", "content": "Name a color."}], max_tokens=4,
+                                    temperature=0.0)])
+        assert again[0].texts == out[1].texts
+    finally:
+        b.close()

@@ -1,0 +1,152 @@
+"""`toe store import|export|apply|show` and the path CSV."""
+
+import math
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from engine.cli import main
+from engine.errors import InputError
+from engine.store import ExperienceStore
+from engine.store.pathcsv import read_path_csv, write_path_csv
+
+CSV = """industry,factor,analysis_direction,q_h10,q_h20,q_h40,recall,hit,eid
+Energy,Macroeconomy,Pricing capacity utilization from aggregate-demand cycles,1.6602,0.5981,0.9529,705,208,2
+Energy,Policy planning,"Supply-side constraints, and capacity-entry barriers",1.1205,0.3548,0.2004,1125,602,1
+Energy,Geopolitics,Geopolitical uncertainty,1.4600,0.7345,0.8703,22446,13209,0
+Banks,Policy planning,,1.0,1.0,1.0,0,0,3
+"""
+
+
+@pytest.fixture
+def csv_path(tmp_path):
+    p = tmp_path / "paths.csv"
+    p.write_text(CSV, encoding="utf-8")
+    return p
+
+
+def test_read_path_csv(csv_path):
+    st, renumbered = read_path_csv(csv_path)
+    assert not renumbered
+    assert st.horizons == ("h10", "h20", "h40") and st.levels == ("industry", "factor", "analysis_direction")
+    assert st.path_texts(1) == ["Energy", "Policy planning", "Supply-side constraints, and capacity-entry barriers"]
+    assert st.path_texts(3) == ["Banks", "Policy planning"]  # a shorter path
+    np.testing.assert_allclose(st.reliability[0], [1.46, 0.7345, 0.8703])
+    np.testing.assert_array_equal(st.recall, [22446, 1125, 705, 0])
+    np.testing.assert_array_equal(st.hit, [13209, 602, 208, 0])
+    # Energy/Policy planning and Banks/Policy planning are different nodes (different parents)
+    assert st.n_nodes == 1 + 2 + 4 + 3
+
+
+def test_csv_round_trip(csv_path, tmp_path):
+    st, _ = read_path_csv(csv_path)
+    out = tmp_path / "out.csv"
+    assert write_path_csv(st, out) == 4
+    back, renumbered = read_path_csv(out)
+    assert not renumbered
+    np.testing.assert_array_equal(back.reliability, st.reliability)
+    assert [back.path_texts(e) for e in range(4)] == [st.path_texts(e) for e in range(4)]
+    assert out.read_text().splitlines()[0].replace('"', "") == (
+        "industry,factor,analysis_direction,q_h10,q_h20,q_h40,recall,hit,eid")
+
+
+def test_sparse_eids_are_renumbered(tmp_path):
+    p = tmp_path / "p.csv"
+    p.write_text("a,b,q_h1,recall,hit,eid\nx,y,1.0,2,1,1049\nx,z,0.5,3,0,1040\n")
+    st, renumbered = read_path_csv(p)
+    assert renumbered and st.path_texts(0) == ["x", "z"] and st.path_texts(1) == ["x", "y"]
+
+
+@pytest.mark.parametrize(
+    "text, match",
+    [
+        ("a,b,recall,hit,eid\nx,y,1,1,0\n", r"missing: q_<horizon>"),
+        ("a,q_h1,recall,eid\nx,1.0,1,0\n", "missing: hit"),
+        ("a,q_h1,recall,hit,eid\nx,1.0,1,2,0\n", "0 <= hit <= recall"),
+        ("a,q_h1,recall,hit,eid\nx,3.0,1,0,0\n", r"values must lie in \[0.0, 2.0\]"),
+        ("a,q_h1,recall,hit,eid\nx,inf,1,0,0\n", "q columns must be finite"),
+        ("a,q_h1,recall,hit,eid\nx,,1,0,0\n", "column q_h1 has empty cells"),
+        ("a,q_h1,recall,hit,eid\nx,abc,1,0,0\n", "could not be parsed"),
+        ("a,q_h1,recall,hit,eid\nx,1,1,0,0\nx,1,1,0,1\n", r"rows \[2, 3\] repeat the same path"),
+        ("a,q_h1,recall,hit,eid\nx,1,1,0,0\ny,1,1,0,0\n", "eid values must be unique"),
+        ("a,b,q_h1,recall,hit,eid\n,y,1,1,0,0\n", "empty level cell before its leaf"),
+        ("q_h1,recall,hit,eid\n1,1,0,0\n", "no level columns"),
+    ],
+)
+def test_bad_csv(tmp_path, text, match):
+    p = tmp_path / "bad.csv"
+    p.write_text(text)
+    with pytest.raises(InputError, match=match):
+        read_path_csv(p)
+
+
+def test_cli_import_show_apply_export(csv_path, tmp_path, capsys):
+    d = tmp_path / "store"
+    assert main(["store", "import", str(csv_path), str(d)]) == 0
+    assert "imported 4 paths" in capsys.readouterr().out
+    assert main(["store", "show", str(d)]) == 0
+    out = capsys.readouterr().out
+    assert "experiences 4" in out and "industry=2, factor=4, analysis_direction=3" in out
+    assert "reliability q_h40" in out and "recall total 24276, hit total 14019" in out
+
+    upd = tmp_path / "u.parquet"
+    pq.write_table(pa.table({"eid": [0, 0, 3], "r_h10": [0.01, 0.02, -0.05], "r_h20": [0.0, 0.0, 0.0],
+                             "r_h40": [0.0, 0.0, 1.0]}), upd)
+    assert main(["store", "apply", "--store", str(d), "--updates", str(upd), "--rule", "formula", "--eta", "5"]) == 0
+    st = ExperienceStore.load(d)
+    q = 1.46
+    for r in (0.01, 0.02):  # sequential, with n_hit = 13209
+        q = q + 5 * (1 - (q - 1) ** 2) / (1 + math.log(1 + 13209)) * r
+    assert st.reliability[0, 0] == pytest.approx(q, rel=1e-12)
+    assert st.reliability[3, 2] == 2.0 and st.reliability[3, 0] == pytest.approx(0.75)
+
+    assert main(["store", "apply", "--store", str(d), "--updates", str(upd), "--rule", "binary"]) == 0
+    np.testing.assert_array_equal(ExperienceStore.load(d).reliability[3], [0.0, 0.0, 1.0])
+
+    out_csv = tmp_path / "out.csv"
+    assert main(["store", "export", str(d), str(out_csv)]) == 0
+    back, _ = read_path_csv(out_csv)
+    np.testing.assert_array_equal(back.reliability[3], [0.0, 0.0, 1.0])
+
+
+@pytest.mark.parametrize(
+    "table, match",
+    [
+        ({"eid": [0], "r_h10": [0.1]}, "lacks column.*r_h20, r_h40"),
+        ({"eid": [0], "r_h10": [0.1], "r_h20": [0.1], "r_h40": [0.1], "r_h5": [0.1]}, "unexpected column.*r_h5"),
+        ({"eid": [9], "r_h10": [0.1], "r_h20": [0.1], "r_h40": [0.1]}, "unknown eid 9"),
+        ({"eid": [0, 1], "r_h10": [0.1, float("nan")], "r_h20": [0.1, 0.1], "r_h40": [0.1, 0.1]}, "rewards must be finite"),
+        ({"eid": [0.5], "r_h10": [0.1], "r_h20": [0.1], "r_h40": [0.1]}, "eid must be integer"),
+        ({"eid": [0], "r_h10": ["x"], "r_h20": [0.1], "r_h40": [0.1]}, "must be numeric"),
+        ({"eid": [0, None], "r_h10": [0.1, 0.1], "r_h20": [0.1, 0.1], "r_h40": [0.1, 0.1]}, "eid has missing values"),
+    ],
+)
+def test_cli_apply_bad_updates_change_nothing(csv_path, tmp_path, capsys, table, match):
+    d = tmp_path / "store"
+    main(["store", "import", str(csv_path), str(d)])
+    before = sorted(p.name for p in d.iterdir())
+    upd = tmp_path / "u.parquet"
+    pq.write_table(pa.table(table), upd)
+    assert main(["store", "apply", "--store", str(d), "--updates", str(upd)]) == 1
+    import re
+
+    assert re.search(match, capsys.readouterr().err)
+    assert sorted(p.name for p in d.iterdir()) == before  # no new checkpoint
+    np.testing.assert_allclose(ExperienceStore.load(d).reliability[0], [1.46, 0.7345, 0.8703])
+
+
+def test_cli_errors(tmp_path, capsys):
+    assert main(["store", "show", str(tmp_path / "nope")]) == 1
+    assert "does not exist" in capsys.readouterr().err
+    (tmp_path / "garbage.parquet").write_bytes(b"nope")
+    st = ExperienceStore()
+    st.add_paths([["a"]])
+    st.save(tmp_path / "s")
+    assert main(["store", "apply", "--store", str(tmp_path / "s"), "--updates", str(tmp_path / "garbage.parquet")]) == 1
+    assert "not a readable Parquet file" in capsys.readouterr().err
+    assert main(["store", "import", str(tmp_path / "missing.csv"), str(tmp_path / "x")]) == 1
+    assert "does not exist" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["store", "apply", "--store", str(tmp_path / "s"), "--updates", "u.parquet", "--rule", "magic"])
