@@ -170,11 +170,14 @@ def test_index(benchmark, n):
     except ImportError:  # pragma: no cover
         faiss = None
     if faiss is not None:
+        threads = faiss.omp_get_max_threads()
         flat = faiss.IndexFlatIP(dim)
         t = time.perf_counter()
         flat.add(x)
         build = time.perf_counter() - t
+        faiss.omp_set_num_threads(1)  # one query per call: OpenMP threads only add spin-waits
         lat = latencies(lambda q: flat.search(q[None, :], K), queries[:n_single_bf], warmup=5)
+        faiss.omp_set_num_threads(threads)
         t = time.perf_counter()
         _, lab = flat.search(queries, K)
         batch = time.perf_counter() - t
@@ -187,7 +190,9 @@ def test_index(benchmark, n):
             fh.add(x)
             build = time.perf_counter() - t
             fh.hnsw.efSearch = cfg.ef_search
+            faiss.omp_set_num_threads(1)
             lat = latencies(lambda q: fh.search(q[None, :], K), queries)
+            faiss.omp_set_num_threads(threads)
             t = time.perf_counter()
             _, lab = fh.search(queries, K)
             batch = time.perf_counter() - t

@@ -103,9 +103,14 @@ class RayExecutor(RoundLoop):
         self._owns_ray = True
 
     def close(self) -> None:
-        """Kill the executor's actors, and shut Ray down if this executor started it."""
+        """Kill the executor's actors. Ray stays up for the next executor of this process
+        (a runner makes one per method and seed); ``ray.init`` shuts it down at exit."""
         self._kill(self.workers + self.stores)
         self.workers, self.stores, self._llm_factory = [], [], None
+
+    def shutdown(self) -> None:
+        """:meth:`close`, then shut Ray down if this executor started it."""
+        self.close()
         if self._owns_ray and ray.is_initialized():
             ray.shutdown()
         self._owns_ray = False

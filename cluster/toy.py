@@ -79,8 +79,9 @@ class ToyMethod:
     """Counting/learning toy method over a NumPy experience table (see the module docstring)."""
 
     def __init__(self, n_subtrees: int = 8, nodes_per_subtree: int = 4, decay: float = 0.8, samples: int = 2,
-                 name: str = "toy"):
+                 name: str = "toy", think_s: float = 0.0):
         self.name = name
+        self.think_s = think_s  # seconds slept per run_episodes call (lets a test kill a worker mid-share)
         self.n_subtrees = n_subtrees
         self.nodes_per_subtree = nodes_per_subtree
         self.decay = decay
@@ -111,6 +112,8 @@ class ToyMethod:
                 prompt=f"task={e.payload} subtree={s} best={node_id[best]} score={score[best]:.12f} hits={hits[best]}",
                 n=self.samples, seed=e.seed, episode=str(e.episode_id)))
         responses = llm.generate(requests)  # one batched call for the whole share
+        if self.think_s:
+            time.sleep(self.think_s)
         out = []
         for e, nodes, resp in zip(episodes, members, responses):
             answers = np.array([int(t) for t in resp.texts], dtype=np.int64)
@@ -149,7 +152,8 @@ class ToyMethod:
         shards = []
         for k in range(count):
             keep = self.table["subtree"] % count == k
-            shard = ToyMethod(self.n_subtrees, self.nodes_per_subtree, self.decay, self.samples, self.name)
+            shard = ToyMethod(self.n_subtrees, self.nodes_per_subtree, self.decay, self.samples, self.name,
+                              self.think_s)
             shard.table = {c: v[keep].copy() for c, v in self.table.items()}
             shard.ledger = self.ledger[np.isin(self.ledger[:, 1], shard.table["node_id"])]
             shards.append(shard)

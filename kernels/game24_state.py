@@ -25,17 +25,25 @@ _S30 = np.uint64(30)
 _S27 = np.uint64(27)
 _S31 = np.uint64(31)
 _U32 = 1 << 32
+_S32 = np.uint64(32)
+_P31 = 1 << 31
+_P32 = 1 << 32
+_PACK_PAD = np.int64(0x7FFFFFFFFFFFFFFF)  # sorts after every packed pair
+_SMALL = 256
+_GCD_SMALL = np.gcd.outer(np.arange(_SMALL), np.arange(_SMALL)).astype(np.uint8)  # a compile-time constant
 
 
 @numba.njit(cache=True)
 def gcd(a, b):
     """Greatest common divisor of two int64 (sign ignored); gcd(0, 0) == 0.
 
-    Small operands (the usual Game-of-24 case) run Euclid on uint32, whose
-    division is cheaper than int64's.
+    Operands below 256 (the usual Game-of-24 case) read a 64 KiB table;
+    operands below 2**32 run Euclid on uint32, whose division is cheaper than int64's.
     """
     a = abs(a)
     b = abs(b)
+    if a < _SMALL and b < _SMALL:
+        return np.int64(_GCD_SMALL[a, b])
     if a < _U32 and b < _U32:
         x = np.uint32(a)
         y = np.uint32(b)
@@ -95,16 +103,33 @@ def sort_row(num, den, n):
 
 
 @numba.njit(cache=True)
+def _absorb(h, a, d):
+    """Fold one canonical pair (a, d) into the running uint64 state h."""
+    x = (np.uint64(a) * _M1) ^ np.uint64(d)
+    h = (h ^ x) * _M2
+    return h ^ (h >> _S32)
+
+
+@numba.njit(cache=True)
 def state_key(num, den, n):
     """64-bit key (returned as int64) of a state already in canonical form.
 
-    num, den: i8[>= n] canonical (see :func:`canonicalize_row`).
+    num, den: i8[>= n] canonical (see :func:`canonicalize_row`). The key is
+    ``mix64(fold(golden * (n + 1), pairs))`` with one multiply-xorshift per pair
+    and a SplitMix64 finaliser; keys only index tables (see the module doc).
     """
-    h = mix64(_GOLDEN * np.uint64(n + 1))
+    h = _GOLDEN * np.uint64(n + 1)
     for k in range(n):
-        h = mix64(h ^ np.uint64(num[k]))
-        h = mix64((h + _GOLDEN) ^ np.uint64(den[k]))
-    return np.int64(h)
+        h = _absorb(h, num[k], den[k])
+    return np.int64(mix64(h))
+
+
+@numba.njit(cache=True)
+def _cswap(k, i, j):
+    x = k[i]
+    y = k[j]
+    k[i] = min(x, y)
+    k[j] = max(x, y)
 
 
 @numba.njit(cache=True)
@@ -112,42 +137,55 @@ def canonical_keys(num, den, size, out_num, out_den, out_key):
     """Canonical forms and keys of a batch of states.
 
     num, den: i8[b, w] padded states, w >= 4 (den != 0 on used columns); size:
-    i8[b] in 1..w. out_num, out_den: i8[b, w] receive the canonical rows
+    i8[b] in 1..4. out_num, out_den: i8[b, w] receive the canonical rows
     (padding 0/1); out_key: i8[b] receives the keys (same as :func:`state_key`).
-    Inputs are not modified. One pass per row: reduce, insert in order, hash.
+    Inputs are not modified. Rows whose values fit in 31 bits are sorted as
+    packed ``num * 2**32 + den`` words by a 5-comparator network (branch-free
+    min/max); others by insertion sort on the pairs.
     """
     b = size.shape[0]
     w = num.shape[1]
+    packed = np.empty(4, dtype=np.int64)
     for r in range(b):
         n = size[r]
+        small = True
         for c in range(n):
             a = num[r, c]
             d = den[r, c]
-            if d < 0:
-                a = -a
-                d = -d
-            if d != 1:
-                g = gcd(a, d)
-                if g > 1:
-                    a //= g
-                    d //= g
-                if a == 0:
-                    d = 1
-            m = c - 1
-            while m >= 0 and (out_num[r, m] > a or (out_num[r, m] == a and out_den[r, m] > d)):
-                out_num[r, m + 1] = out_num[r, m]
-                out_den[r, m + 1] = out_den[r, m]
-                m -= 1
-            out_num[r, m + 1] = a
-            out_den[r, m + 1] = d
+            sg = (d >> 63) | 1  # -1 if d < 0 else 1
+            a = a * sg
+            d = d * sg
+            g = gcd(a, d)
+            if g > 1:
+                a //= g
+                d //= g
+            if a == 0:
+                d = 1
+            if abs(a) >= _P31 or d >= _P31:
+                small = False
+            out_num[r, c] = a
+            out_den[r, c] = d
+            packed[c] = a * _P32 + d
+        if small:
+            for c in range(n, 4):
+                packed[c] = _PACK_PAD
+            _cswap(packed, 0, 1)
+            _cswap(packed, 2, 3)
+            _cswap(packed, 0, 2)
+            _cswap(packed, 1, 3)
+            _cswap(packed, 1, 2)
+            for c in range(n):
+                out_num[r, c] = packed[c] >> 32  # arithmetic shift: floor, exact for a * 2**32 + d
+                out_den[r, c] = packed[c] & 0xFFFFFFFF
+        else:
+            sort_row(out_num[r], out_den[r], n)
         for c in range(n, w):
             out_num[r, c] = 0
             out_den[r, c] = 1
-        h = mix64(_GOLDEN * np.uint64(n + 1))
+        h = _GOLDEN * np.uint64(n + 1)
         for c in range(n):
-            h = mix64(h ^ np.uint64(out_num[r, c]))
-            h = mix64((h + _GOLDEN) ^ np.uint64(out_den[r, c]))
-        out_key[r] = np.int64(h)
+            h = _absorb(h, out_num[r, c], out_den[r, c])
+        out_key[r] = np.int64(mix64(h))
 
 
 @numba.njit(cache=True)

@@ -15,9 +15,9 @@ keep the kernel at the memory limit:
 
 * ``1 / (1 + ln(1 + n_hit))`` comes from a lookup table (``inv_log_lut``) for
   ``n_hit < len(lut)`` and from ``math.log`` above it;
-* ``PREFETCH`` updates ahead, the kernel reads the target row of a later
-  update ("touch"), so the cache misses of several updates overlap instead of
-  being paid one after another.
+* ``PREFETCH`` updates ahead, the kernel issues a software prefetch of the
+  target row of a later update (:mod:`kernels.prefetch`), so the cache misses
+  of several updates overlap instead of being paid one after another.
 
 Every kernel applies its updates sequentially in batch order, so an eid that
 repeats within a batch sees the result of its earlier updates, exactly as if
@@ -33,7 +33,9 @@ import math
 import numba
 import numpy as np
 
-PREFETCH = 32  # updates ahead whose row is touched before it is updated
+from kernels.prefetch import prefetch_row
+
+PREFETCH = 32  # updates ahead whose row is prefetched before it is updated
 
 
 @numba.njit(cache=True)
@@ -70,22 +72,19 @@ def formula_update(block, eids, rewards, eta, q0, q_min, q_max, lut):
     with ``n_hit = block[e, H]`` the hit count at update time.
 
     block f8[n, W] (layout in the module docstring), eids i8[b], rewards f8[b, H],
-    lut f8[m] from :func:`inv_log_lut`. Writes ``block[:, :H]`` in place and
-    returns a float that only exists to keep the prefetch touches alive.
+    lut f8[m] from :func:`inv_log_lut`. Writes ``block[:, :H]`` in place.
     """
     b = eids.shape[0]
     h = rewards.shape[1]
-    touch = 0.0
     for i in range(b):
         if i + PREFETCH < b:
-            touch += block[eids[i + PREFETCH], h]
+            prefetch_row(block, eids[i + PREFETCH])
         e = eids[i]
         damp = eta * _inv_log(block[e, h], lut)  # ToE eq. (9): eta / (1 + log(1 + n_hit))
         for j in range(h):
             q = block[e, j]
             d = (q - q0) / q0
             block[e, j] = _clip(q + damp * (1.0 - d * d) * rewards[i, j], q_min, q_max)
-    return touch
 
 
 @numba.njit(cache=True)
@@ -96,16 +95,14 @@ def formula_update_h(block, eids, hcols, rewards, n_horizons, eta, q0, q_min, q_
     ``n_horizons`` is H (the hit count sits in column H). In place, batch order.
     """
     b = eids.shape[0]
-    touch = 0.0
     for i in range(b):
         if i + PREFETCH < b:
-            touch += block[eids[i + PREFETCH], n_horizons]
+            prefetch_row(block, eids[i + PREFETCH])
         e = eids[i]
         q = block[e, hcols[i]]
         d = (q - q0) / q0
         damp = eta * _inv_log(block[e, n_horizons], lut)
         block[e, hcols[i]] = _clip(q + damp * (1.0 - d * d) * rewards[i], q_min, q_max)
-    return touch
 
 
 @numba.njit(cache=True)
@@ -118,6 +115,8 @@ def asymmetric_update(block, eids, rewards, eta_task, q_min, q_max):
     b = eids.shape[0]
     h = rewards.shape[1]
     for i in range(b):
+        if i + PREFETCH < b:
+            prefetch_row(block, eids[i + PREFETCH])
         e = eids[i]
         for j in range(h):
             r = rewards[i, j]
@@ -150,6 +149,8 @@ def delta_update(block, eids, deltas, q_min, q_max):
     b = eids.shape[0]
     h = deltas.shape[1]
     for i in range(b):
+        if i + PREFETCH < b:
+            prefetch_row(block, eids[i + PREFETCH])
         e = eids[i]
         for j in range(h):
             block[e, j] = _clip(block[e, j] + deltas[i, j], q_min, q_max)
@@ -175,6 +176,19 @@ def scatter_add(block, eids, values):
     """Reference for benchmarks: ``block[eids[i], :H] += values[i]``, the random-access limit."""
     h = values.shape[1]
     for i in range(eids.shape[0]):
+        e = eids[i]
+        for j in range(h):
+            block[e, j] += values[i, j]
+
+
+@numba.njit(cache=True)
+def scatter_add_prefetch(block, eids, values):
+    """Reference for benchmarks: :func:`scatter_add` with the same software prefetch as the updates."""
+    b = eids.shape[0]
+    h = values.shape[1]
+    for i in range(b):
+        if i + PREFETCH < b:
+            prefetch_row(block, eids[i + PREFETCH])
         e = eids[i]
         for j in range(h):
             block[e, j] += values[i, j]

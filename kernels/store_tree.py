@@ -12,7 +12,8 @@ power of two, load <= 1/2) hold node ids:
   under a parent; a batch of paths reuses existing prefixes through it);
 * ``key_table``: key -> newest node id with that key; older nodes with the same
   key follow through ``next_same_key`` (Game of 24: equal canonical states under
-  different parents).
+  different parents). Optional: a table of size 0 means "not built" (the
+  store builds it on the first lookup by key) and is skipped on insertion.
 """
 
 from __future__ import annotations
@@ -109,9 +110,17 @@ def pk_find_batch(pk_table, node_parent, node_key, parents, keys, out):
 
 @numba.njit(cache=True)
 def rebuild_tables(pk_table, key_table, node_parent, node_key, next_same_key, n_nodes):
-    """Fill empty (all -1) tables from nodes 1..n_nodes-1 in id order."""
+    """Fill empty (all -1) tables from nodes 1..n_nodes-1 in id order (key_table may be size 0)."""
     for nid in range(1, n_nodes):
         _pk_insert(pk_table, node_parent[nid], node_key[nid], nid)
+        if key_table.shape[0] > 0:
+            _key_insert(key_table, node_key, next_same_key, node_key[nid], nid)
+
+
+@numba.njit(cache=True)
+def build_key_table(key_table, node_key, next_same_key, n_nodes):
+    """Fill an empty (all -1) key table and the same-key chains from nodes 1..n_nodes-1."""
+    for nid in range(1, n_nodes):
         _key_insert(key_table, node_key, next_same_key, node_key[nid], nid)
 
 
@@ -126,11 +135,12 @@ def add_key_paths(
     """Insert a batch of root-to-leaf key paths, reusing existing prefixes.
 
     keys u8[b, L] (row i uses ``keys[i, :lengths[i]]``), lengths i8[b] in 1..L,
-    created f8[b]. Paths are inserted in order while the worst case of the next
-    path fits: node columns (capacity = their length), the tables' load factor
-    (at most half full), the experience columns and ``new_node_src``. A leaf
-    that already ends an experience returns that experience's eid. New
-    experiences get ``Q = q0`` on every horizon, hit = recall = 0.
+    created f8[b]. Paths are inserted in order until a capacity runs out: node
+    columns (capacity = their length), the tables' load factor (at most half
+    full), the experience columns or ``new_node_src``. A path cut short leaves
+    its new prefix nodes in place (a retry reuses them) and is not counted as
+    done. A leaf that already ends an experience returns that experience's eid.
+    New experiences get ``Q = q0`` on every horizon, hit = recall = 0.
 
     Writes out_eids i8[b] (for the inserted paths) and new_node_src i8[m]
     (``i * L + level`` of the path element that created each new node, in
@@ -138,20 +148,18 @@ def add_key_paths(
     """
     depth_l = keys.shape[1]
     width = block.shape[1]
-    node_cap = node_parent.shape[0]
-    table_lim = pk_table.shape[0] // 2
+    node_cap = min(node_parent.shape[0], pk_table.shape[0] // 2)
     exp_cap = block.shape[0]
     src_cap = new_node_src.shape[0]
     n_new = 0
     for i in range(keys.shape[0]):
-        need = lengths[i]
-        if n_nodes + need > node_cap or n_nodes + need > table_lim or n_exp + 1 > exp_cap or n_new + need > src_cap:
-            return i, n_nodes, n_exp, n_new
         parent = 0
         for lev in range(lengths[i]):
             key = keys[i, lev]
             nid = pk_find(pk_table, node_parent, node_key, parent, key)
             if nid < 0:
+                if n_nodes >= node_cap or n_new >= src_cap:
+                    return i, n_nodes, n_exp, n_new
                 nid = n_nodes
                 n_nodes += 1
                 node_parent[nid] = parent
@@ -167,12 +175,16 @@ def add_key_paths(
                     next_sibling[last_child[parent]] = nid
                 last_child[parent] = nid
                 _pk_insert(pk_table, parent, key, nid)
-                _key_insert(key_table, node_key, next_same_key, key, nid)
+                next_same_key[nid] = -1
+                if key_table.shape[0] > 0:
+                    _key_insert(key_table, node_key, next_same_key, key, nid)
                 new_node_src[n_new] = i * depth_l + lev
                 n_new += 1
             parent = nid
         eid = node_eid[parent]
         if eid < 0:
+            if n_exp >= exp_cap:
+                return i, n_nodes, n_exp, n_new
             eid = n_exp
             n_exp += 1
             node_eid[parent] = eid
@@ -355,7 +367,8 @@ def rebuild_tables_checked(pk_table, key_table, node_parent, node_key, next_same
         if pk_find(pk_table, node_parent, node_key, node_parent[nid], node_key[nid]) >= 0:
             return nid
         _pk_insert(pk_table, node_parent[nid], node_key[nid], nid)
-        _key_insert(key_table, node_key, next_same_key, node_key[nid], nid)
+        if key_table.shape[0] > 0:
+            _key_insert(key_table, node_key, next_same_key, node_key[nid], nid)
     return -1
 
 

@@ -88,6 +88,7 @@ class MemoryConfig:
     max_memories: int = 8
     mem0_top_k: int = 3
     memrl_select_k: int = 3
+    mem0_store: Literal["arrays", "library"] = "arrays"  # see engine/finance/memories.py
 
     def __post_init__(self):
         check(self.max_memories >= 1, f"memory.max_memories must be >= 1, got {self.max_memories}")

@@ -153,10 +153,12 @@ class PipeMemory(FinanceMethod):
 
     Retrieval runs per retained news item (query = its text); the union of hits
     (at most ``memory.max_memories``) goes into the shared prediction prompt.
-    When a horizon's return becomes known, the prediction becomes an
+    Each prediction (industry, day) is one trajectory: when its shortest
+    horizon's return becomes known it becomes an
     :class:`~engine.baselines.common.Outcome` (task = industry, date, horizon
     and news titles; attempt = predicted sentiment and realised excess return;
-    success = same sign; reward +1/-1) that the memory observes and applies.
+    success = same sign; reward +1/-1) that the memory observes and applies
+    (one new memory; MemRL's Q update of the memories it used).
     """
 
     def __init__(self, ctx: StreamContext, kind: str, cfg: MemoryConfig):
@@ -164,9 +166,17 @@ class PipeMemory(FinanceMethod):
         self.kind = kind
         self.cfg = cfg
         if kind == "mem0":
-            from engine.baselines.mem0 import Mem0Config, Mem0Memory
+            from engine.baselines.mem0 import Mem0Config
 
-            self.memory = Mem0Memory(Mem0Config(top_k=cfg.mem0_top_k), embedder=ctx.embedder)
+            mcfg = Mem0Config(top_k=cfg.mem0_top_k)
+            if cfg.mem0_store == "library":
+                from engine.baselines.mem0 import Mem0Memory
+
+                self.memory = Mem0Memory(mcfg, embedder=ctx.embedder)
+            else:
+                from engine.finance.memories import ArrayMem0Memory
+
+                self.memory = ArrayMem0Memory(mcfg, embedder=ctx.embedder)
             self.name = "Pipe+Mem0"
         elif kind == "memrl":
             from engine.baselines.memrl import MemRLConfig, MemRLMemory
@@ -214,7 +224,8 @@ class PipeMemory(FinanceMethod):
                     per_ind[i].setdefault(h.id, h.text)
         self.stats["memories_shown"] += sum(len(v) for v in per_ind.values())
         out, _ = self._predict(day, llm, industries, lambda i: ((), tuple(per_ind[i].values())))
+        # one trajectory, one memory: written (and MemRL's Q updated) when the shortest horizon's return is known
+        hc = int(np.argmin(ctx.horizons))
         for i in industries:
-            for hc, h in enumerate(ctx.horizons):
-                self.ledger.add(i, day, hc, h, float(out[i, hc]), tuple(per_ind[i].keys()))
+            self.ledger.add(i, day, hc, ctx.horizons[hc], float(out[i, hc]), tuple(per_ind[i].keys()))
         return out

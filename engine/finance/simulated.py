@@ -18,7 +18,7 @@ formats. Its behaviour is an explicit model:
   ``h``: the mean reliability of the selected experience paths whose direction
   restates the news's channel (ToE: reliability is the activation strength,
   1 = neutral), or, from retrieved memories of past predictions that mention
-  the same channel at that horizon, ``2 (agree + 1) / (n + 2)`` where ``agree``
+  the same channel (at any horizon), ``2 (agree + 1) / (n + 2)`` where ``agree``
   counts memories whose reading matched the realised return; ``1`` without context.
 * **SENTIMENT** (Baseline): ``sign(reading)``.
 * **ROUTE**: the channel's factor (``p_misroute``: a random known factor).
@@ -212,21 +212,21 @@ class SimulatedFinancePolicy:
             if rd is None or match_direction(direction) != rd[0]:
                 continue
             exp.setdefault(k, []).append({int(h): float(q) for h, q in _REL.findall(mm.group(3))})
-        # memories: per (channel, horizon), how often the intuitive reading matched the realised return
-        mem: dict[tuple[int, int], list[int]] = {}
+        # memories: per channel (any horizon), how often the intuitive reading matched the realised return
+        mem: dict[int, list[int]] = {}
         for line in lines:
             if not line.startswith("- "):
                 continue
             mh = _MEM_H.search(line)
             if not mh:
                 continue
-            h, realised = int(mh.group(1)), float(mh.group(2))
+            realised = float(mh.group(2))
             for title in _QUOTED.findall(line):
                 m2 = match_phrase(title)
                 if m2 is None or realised == 0:
                     continue
                 reading = PRIOR[CHANNELS[m2[0]].name] * m2[1]
-                stat = mem.setdefault((m2[0], h), [0, 0])
+                stat = mem.setdefault(m2[0], [0, 0])
                 stat[0] += int(reading * realised > 0)
                 stat[1] += 1
         sent = {}
@@ -243,8 +243,8 @@ class SimulatedFinancePolicy:
                     qs = [e[h] for e in exp[k] if h in e]
                     if qs:
                         w = sum(qs) / len(qs)
-                elif (rd[0], h) in mem:
-                    agree, n = mem[(rd[0], h)]
+                elif rd[0] in mem:
+                    agree, n = mem[rd[0]]
                     w = 2.0 * (agree + 1) / (n + 2)
                 acc += imp * reading * w
             raw = acc / total

@@ -86,9 +86,10 @@ def summarize(records: Sequence[Mapping[str, Any]], phase: str = "test",
     return out
 
 
-def learning_curve(records: Sequence[Mapping[str, Any]], method: str, window: int = 50
-                   ) -> tuple[np.ndarray, np.ndarray]:
-    """Accuracy (any of b) over the stream in consecutive windows of episode ids, pooled over seeds.
+def learning_curve(records: Sequence[Mapping[str, Any]], method: str, window: int = 50,
+                   field: str = "success_any") -> tuple[np.ndarray, np.ndarray]:
+    """Mean of ``field`` (default: accuracy, any of b; e.g. ``"calls"``) over the stream in
+    consecutive windows of episode ids, pooled over seeds.
 
     Window k holds the episodes with ``k*window <= episode_id < (k+1)*window``;
     windows without episodes are left out (a method that skips the warm-up has
@@ -101,7 +102,9 @@ def learning_curve(records: Sequence[Mapping[str, Any]], method: str, window: in
     if not recs:
         raise InputError(f"no episodes for method {method!r}")
     ids = np.array([int(r["episode_id"]) for r in recs], dtype=np.int64)
-    succ = np.array([float(r["success_any"]) for r in recs])
+    if field not in recs[0]:
+        raise InputError(f"episode records have no field {field!r}")
+    succ = np.array([float(r[field]) for r in recs])
     win = ids // window
     keys = np.unique(win)
     acc = np.array([succ[win == k].mean() for k in keys])

@@ -230,10 +230,13 @@ class _Fmt:
         """Object array (num's shape) of texts; one Python call per distinct value."""
         if num.size == 0:
             return np.empty(num.shape, dtype=object)
-        pairs = np.stack([num.ravel(), den.ravel()], axis=1)
-        uniq, inv = np.unique(pairs, axis=0, return_inverse=True)
-        texts = np.array([self(int(n), int(d)) for n, d in uniq], dtype=object)
-        return texts[np.asarray(inv).ravel()].reshape(num.shape)
+        n, d = num.ravel(), den.ravel()
+        if np.abs(n).max() < 2**31 and d.max() < 2**31:
+            packed = n * (1 << 32) + d  # one int64 per pair: np.unique on 1-D is fast
+            uniq, inv = np.unique(packed, return_inverse=True)
+            texts = np.array([self(int(u >> 32), int(u & 0xFFFFFFFF)) for u in uniq], dtype=object)
+            return texts[np.asarray(inv).ravel()].reshape(num.shape)
+        return np.array([self(int(a), int(b)) for a, b in zip(n, d)], dtype=object).reshape(num.shape)
 
 
 def _join(columns, sep: str = " "):
@@ -244,6 +247,17 @@ def _join(columns, sep: str = " "):
     if len(arrays) == 1:
         return arrays[0]
     return pc.binary_join_element_wise(*arrays, sep)
+
+
+def _lists(blocks):
+    """list<int64> Arrow array from 2-D int blocks of varying widths (one list per row)."""
+    import pyarrow as pa
+
+    values = np.concatenate([b.ravel() for b in blocks])
+    lengths = np.concatenate([np.full(b.shape[0], b.shape[1], np.int64) for b in blocks])
+    offsets = np.zeros(lengths.shape[0] + 1, np.int32)
+    np.cumsum(lengths, out=offsets[1:])
+    return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), pa.array(values, pa.int64()))
 
 
 def _state_texts(level: Level, fmt: _Fmt):
@@ -262,16 +276,13 @@ def _state_texts(level: Level, fmt: _Fmt):
     return pa.array(out, pa.string())
 
 
-def _suffix_texts(level: Level, fmt: _Fmt) -> tuple[list[str | None], list[str | None]]:
-    """ToT step lines and an infix expression for each solvable state of the level."""
-    suffixes: list[str | None] = []
-    exprs: list[str | None] = []
-    for r in range(len(level)):
-        k = int(level.n_steps[r])
-        if k < 0:
-            suffixes.append(None)
-            exprs.append(None)
-            continue
+def _suffix_texts(level: Level, fmt: _Fmt, rows: np.ndarray) -> tuple[list[str], list[str]]:
+    """ToT step lines and an infix expression for each (solvable) state row in ``rows``."""
+    suffixes: list[str] = []
+    exprs: list[str] = []
+    n_steps = level.n_steps.tolist()
+    for r in rows.tolist():
+        k = n_steps[r]
         items = [(Fraction(int(level.num[r, c]), int(level.den[r, c])), None) for c in range(level.n)]
         items = [(v, fmt(v.numerator, v.denominator)) for v, _ in items]
         lines = []
@@ -330,8 +341,8 @@ def to_tables(pre: Precomputed) -> dict:
         {
             "key": pa.array(np.concatenate(cols["key"]), pa.int64()),
             "level": pa.array(np.concatenate(cols["level"]), pa.int8()),
-            "num": pa.array([row[:n].tolist() for n in LEVELS for row in pre.levels[n].num], pa.list_(pa.int64())),
-            "den": pa.array([row[:n].tolist() for n in LEVELS for row in pre.levels[n].den], pa.list_(pa.int64())),
+            "num": _lists([pre.levels[n].num[:, :n] for n in LEVELS]),
+            "den": _lists([pre.levels[n].den[:, :n] for n in LEVELS]),
             "state": pa.concat_arrays([texts[n] for n in LEVELS]),
             "solvable": pa.array(np.concatenate(cols["solvable"]), pa.bool_()),
             "is_root": pa.array(np.concatenate(cols["is_root"]), pa.bool_()),
@@ -366,13 +377,13 @@ def to_tables(pre: Precomputed) -> dict:
     for n in LEVELS:
         lv = pre.levels[n]
         sel = np.flatnonzero(lv.solvable)
-        suffixes, exprs = _suffix_texts(lv, fmt)
+        suffixes, exprs = _suffix_texts(lv, fmt, sel)
         x["key"].append(lv.key[sel])
         x["level"].append(np.full(sel.shape[0], n, np.int8))
         x["n_steps"].append(lv.n_steps[sel])
         x["state"].extend(texts[n].take(pa.array(sel, pa.int64())).to_pylist())
-        x["suffix"].extend(suffixes[i] for i in sel)
-        x["expression"].extend(exprs[i] for i in sel)
+        x["suffix"].extend(suffixes)
+        x["expression"].extend(exprs)
     n_exp = len(x["state"])
     experiences = pa.table(
         {

@@ -105,18 +105,23 @@ def plot_learning_curve(records: Sequence[Mapping[str, Any]], methods: Sequence[
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(12, 4.5))
     for method in methods:
         x, acc = learning_curve(records, method, window)
         ax.plot(x, 100 * acc, marker=".", label=display_name(method))
-    if test_start is not None:
-        ax.axvline(test_start, color="grey", linestyle="--", linewidth=1)
-        ax.annotate("test split", (test_start, ax.get_ylim()[0]), textcoords="offset points", xytext=(4, 4),
-                    fontsize=8, color="grey")
-    ax.set_xlabel("position in the stream (episodes)")
-    ax.set_ylabel(f"accuracy over last {window} (%)")
+        x, calls = learning_curve(records, method, window, field="calls")
+        ax2.plot(x, calls, marker=".", label=display_name(method))
+    for a in (ax, ax2):
+        if test_start is not None:
+            a.axvline(test_start, color="grey", linestyle="--", linewidth=1)
+            a.annotate("test split", (test_start, a.get_ylim()[0]), textcoords="offset points", xytext=(4, 4),
+                       fontsize=8, color="grey")
+        a.set_xlabel("position in the stream (episodes)")
+        a.grid(alpha=0.3)
+    ax.set_ylabel(f"accuracy (any of b) per window of {window} (%)")
+    ax2.set_ylabel(f"LLM calls per puzzle, window of {window}")
     ax.set_title(f"Game of 24: learning curve ({_plot_label(backend)})")
-    ax.grid(alpha=0.3)
+    ax2.set_title(f"Game of 24: calls over the stream ({_plot_label(backend)})")
     ax.legend(fontsize=8)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)

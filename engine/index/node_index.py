@@ -158,7 +158,8 @@ class NodeIndex:
         if not finite.all():
             raise InputError(f"{where} rows {np.flatnonzero(~finite)[:10].tolist()} contain NaN or inf")
         if self.space == "cosine":
-            norms = np.sqrt(np.add.reduce(v * v, axis=1))
+            with np.errstate(over="ignore"):
+                norms = np.sqrt(np.add.reduce(v * v, axis=1))
             if not np.isfinite(norms).all():  # float32 overflow of huge finite entries: redo in float64
                 v64 = v.astype(np.float64)
                 norms = np.sqrt(np.add.reduce(v64 * v64, axis=1))
@@ -325,7 +326,8 @@ class NodeIndex:
         q = np.asarray(queries, dtype=np.float32)
         if q.ndim != 1 or q.shape[0] != self.dim:
             return None
-        nrm = float(np.dot(q, q))
+        with np.errstate(over="ignore", invalid="ignore"):
+            nrm = float(np.dot(q, q))
         if not (1e-24 < nrm < float("inf")):
             return None
         if self.space == "cosine":

@@ -53,7 +53,6 @@ class LLMConfig:
     threads: int = 2
     parallel: int = 4
     context: int = 2048  # tokens per slot
-    startup_timeout_s: float = 120.0
     # vllm (in process)
     tensor_parallel_size: int = 1
     gpu_memory_utilization: float = 0.9
@@ -80,7 +79,6 @@ class LLMConfig:
         check(self.threads >= 1, f"llm.threads must be >= 1, got {self.threads}")
         check(self.parallel >= 1, f"llm.parallel must be >= 1, got {self.parallel}")
         check(self.context >= 64, f"llm.context must be >= 64, got {self.context}")
-        check(self.startup_timeout_s > 0, f"llm.startup_timeout_s must be > 0, got {self.startup_timeout_s}")
         check(self.tensor_parallel_size >= 1, f"llm.tensor_parallel_size must be >= 1, got {self.tensor_parallel_size}")
         check(
             0.0 < self.gpu_memory_utilization <= 1.0,

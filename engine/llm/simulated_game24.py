@@ -47,7 +47,7 @@ from engine.game24 import prompts as P
 from engine.llm.base import Completion, Request, Response
 from engine.llm.simulated_params import SimulatedPolicyParams
 from engine.llm.tokens import TOKEN_PATTERN as _TOKEN
-from engine.llm.tokens import count_tokens
+from engine.llm.tokens import count_prompt_tokens, count_tokens
 
 __all__ = [
     "MODEL_NAME",
@@ -381,12 +381,12 @@ class SimulatedGame24Backend:
             comps = []
             for i in range(req.n):
                 text = self.policy.complete(prompt, seed, i, req.temperature)
-                text, finish = _apply_limits(text, req.stop, req.max_tokens)
-                comps.append(Completion(text=text, completion_tokens=count_tokens(text), finish_reason=finish))
+                text, finish, ntok = _apply_limits(text, req.stop, req.max_tokens)
+                comps.append(Completion(text=text, completion_tokens=ntok, finish_reason=finish))
             out.append(
                 Response(
                     completions=tuple(comps),
-                    prompt_tokens=count_tokens(prompt),
+                    prompt_tokens=count_prompt_tokens(prompt),
                     latency_s=time.perf_counter() - t0,
                     backend=self.name,
                     model=self.model,
@@ -403,16 +403,15 @@ def _chat_text(messages) -> str:
     return str(messages[-1].get("content", "")) if messages else ""
 
 
-def _apply_limits(text: str, stop: Sequence[str], max_tokens: int) -> tuple[str, str]:
-    """Cut at the first stop string, then at ``max_tokens`` approximate tokens (finish 'length')."""
+def _apply_limits(text: str, stop: Sequence[str], max_tokens: int) -> tuple[str, str, int]:
+    """Cut at the first stop string, then at ``max_tokens`` approximate tokens (finish 'length').
+
+    Returns (text, finish_reason, completion token count).
+    """
     for s in stop:
         if s and s in text:
             text = text[: text.index(s)]
-    if count_tokens(text) <= max_tokens:
-        return text, "stop"
-    n = 0
-    for m in _TOKEN.finditer(text):
-        n += 1
-        if n > max_tokens:
-            return text[: m.start()].rstrip(), "length"
-    return text, "stop"  # pragma: no cover
+    spans = [m.end() for m in _TOKEN.finditer(text)]
+    if len(spans) <= max_tokens:
+        return text, "stop", len(spans)
+    return text[: spans[max_tokens - 1]], "length", max_tokens

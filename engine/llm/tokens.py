@@ -3,10 +3,27 @@
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 TOKEN_PATTERN = re.compile(r"\w+|[^\w\s]")
+_TAIL = 320  # prompts share long few-shot heads; count the head once (cached), the tail each time
 
 
 def count_tokens(text: str) -> int:
     """Approximate token count (words and punctuation marks); deterministic, model-free."""
     return len(TOKEN_PATTERN.findall(text))
+
+
+@lru_cache(maxsize=256)
+def _count_head(head: str) -> int:
+    return len(TOKEN_PATTERN.findall(head))
+
+
+def count_prompt_tokens(text: str) -> int:
+    """:func:`count_tokens` for long prompts with shared heads, exact: splits at a newline and caches the head."""
+    if len(text) <= 2 * _TAIL:
+        return count_tokens(text)
+    cut = text.rfind("\n", 0, len(text) - _TAIL)
+    if cut <= 0:
+        return count_tokens(text)
+    return _count_head(text[:cut]) + count_tokens(text[cut:])

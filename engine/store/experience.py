@@ -168,17 +168,36 @@ class StoreReader:
             keys = [text_key(k) for k in keys]
         keys = _keys_u64(keys if np.ndim(keys) else [keys], "keys", 1)
         out = np.empty(keys.shape[0], dtype=np.int64)
-        KT.key_find_first(self._key_table, self._nodes["key"], self._nodes["next_same_key"], keys, out)
+        self._ensure_key_index()
+        KT.key_find_first(self._key_table, self._nodes["key"], self._next_same_key, keys, out)
         return out
+
+    def _ensure_key_index(self) -> None:
+        """Build the key -> nodes index on first use (kept up to date by later adds)."""
+        if self._key_table.shape[0]:
+            return
+        size = max(self._pk_table.shape[0], C.next_pow2(2 * max(self._n_nodes, 1)))
+        table = np.full(size, -1, dtype=np.int64)
+        chain = self._nodes["next_same_key"]
+        if not chain.flags.writeable:  # a read-only view keeps a private chain
+            chain = np.full(self._n_nodes, -1, dtype=np.int64)
+            self._next_same_key_private = chain
+        KT.build_key_table(table, self._nodes["key"], chain, self._n_nodes)
+        self._key_table = table
+
+    @property
+    def _next_same_key(self) -> np.ndarray:
+        return getattr(self, "_next_same_key_private", self._nodes["next_same_key"])
 
     def nodes_with_key(self, key) -> np.ndarray:
         """All node ids with ``key`` (int or text), ascending."""
         k = np.uint64(text_key(key) if isinstance(key, str) else int(key))
         out = []
+        self._ensure_key_index()
         nid = int(KT.key_find(self._key_table, self._nodes["key"], k))
         while nid >= 0:
             out.append(nid)
-            nid = int(self._nodes["next_same_key"][nid])
+            nid = int(self._next_same_key[nid])
         return np.array(sorted(out), dtype=np.int64)
 
     def find_path(self, path) -> int:
@@ -396,7 +415,7 @@ class ExperienceStore(StoreReader):
         self._block = C.aligned_empty(cap, C.block_width(H))
         self._nodes = {n: np.empty(C.column_shape(w, ncap, self.depth, H), dtype=dt)
                        for n, (dt, w) in C.NODE_COLUMNS.items()}
-        self._text = np.empty(max(64, ncap * 8), dtype=np.uint8)
+        self._text = np.empty(4096, dtype=np.uint8)  # grows on demand
         self._text_used = 0
         # node 0: the virtual root
         for n, v in (("parent", -1), ("depth", 0), ("key", 0), ("eid", -1), ("first_child", -1),
@@ -404,7 +423,7 @@ class ExperienceStore(StoreReader):
             self._nodes[n][0] = v
         self._n_nodes = 1
         self._pk_table = np.full(C.next_pow2(2 * ncap), -1, dtype=np.int64)
-        self._key_table = np.full(C.next_pow2(2 * ncap), -1, dtype=np.int64)
+        self._key_table = np.empty(0, dtype=np.int64)  # built on the first lookup by key
         self._lut = KR.inv_log_lut(LUT_SIZE)
         from engine.store.ledger import FeedbackLedger
 
@@ -420,7 +439,8 @@ class ExperienceStore(StoreReader):
         if 2 * n_nodes > self._pk_table.shape[0]:
             size = C.next_pow2(max(2 * n_nodes, 2 * self._pk_table.shape[0]))
             self._pk_table = np.full(size, -1, dtype=np.int64)
-            self._key_table = np.full(size, -1, dtype=np.int64)
+            if self._key_table.shape[0]:
+                self._key_table = np.full(size, -1, dtype=np.int64)
             KT.rebuild_tables(self._pk_table, self._key_table, self._nodes["parent"], self._nodes["key"],
                               self._nodes["next_same_key"], self._n_nodes)
 
@@ -530,8 +550,10 @@ class ExperienceStore(StoreReader):
                 self._append_text(b"".join(parts))
             self._n_nodes, self._n_exp = int(n_nodes), int(n_exp)
             start += int(done)
-            if start < b:  # out of node room: grow (doubling) and go on
-                self._reserve_nodes(self._n_nodes + self.depth * max(1, min(b - start, 1 << 20)))
+            if start < b:  # out of room: grow (doubling) and go on; a cut path is retried
+                if self._n_exp >= self._block.shape[0]:
+                    self._reserve_experiences(self._n_exp + 1)
+                self._reserve_nodes(self._n_nodes + self.depth)
         return out
 
     # --- counters -------------------------------------------------------------------------
@@ -694,15 +716,23 @@ class ExperienceStore(StoreReader):
 
     # --- memory ---------------------------------------------------------------------------
     def nbytes(self) -> dict[str, int]:
-        """Allocated bytes per part, and the raw bytes of the used rows at logical dtypes."""
-        H = self.n_horizons
+        """Allocated bytes per part and raw bytes of the used rows at the columns' logical dtypes.
+
+        ``raw_experiences``/``raw_nodes``: every declared column (experience:
+        Q H x f8, hit i8, recall i8, path L x i8, created f8; node: all of
+        :data:`columns.NODE_COLUMNS` plus the text bytes). ``raw_persisted``:
+        only what a checkpoint stores (node parent, depth, key, text).
+        """
+        H, L = self.n_horizons, self.depth
         n, m = self._n_exp, self._n_nodes
-        raw_exp = n * (H * 8 + 8 + 8 + self.depth * 8 + 8)  # Q, hit, recall, path, created
-        raw_nodes = m * (8 + 8 + 8) + self._text_used  # parent, depth, key, text
+        width = lambda w: 1 if w is None else {"L": L, "H": H}[w]  # noqa: E731
+        exp_row = H * 8 + 8 + 8 + sum(np.dtype(dt).itemsize * width(w) for dt, w in C.EXPERIENCE_COLUMNS.values())
+        node_row = sum(np.dtype(dt).itemsize * width(w) for dt, w in C.NODE_COLUMNS.values())
         return {
             "experiences": self._block.nbytes + sum(a.nbytes for a in self._exp.values()),
             "nodes": sum(a.nbytes for a in self._nodes.values()) + self._text.nbytes,
             "tables": self._pk_table.nbytes + self._key_table.nbytes,
-            "raw_experiences": raw_exp,
-            "raw_nodes": raw_nodes,
+            "raw_experiences": n * exp_row,
+            "raw_nodes": m * node_row + self._text_used,
+            "raw_persisted": n * exp_row + m * 3 * 8 + self._text_used,
         }

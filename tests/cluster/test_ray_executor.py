@@ -101,22 +101,23 @@ def test_worker_killed_mid_round_is_retried_and_applied_once(two_workers):
 
     episodes = EPISODES[:12]
     want = local_run(episodes)
-    m = ToyMethod()
+    m = ToyMethod(think_s=0.5)
     ex = two_workers
     ex.store_shards = 1
+    ex.rounds_done = 0  # before the killer starts watching it
     killed = []
 
     def killer():
         deadline = time.time() + 60
         while ex.rounds_done < 1 and time.time() < deadline:
             time.sleep(0.01)
-        time.sleep(0.15)  # round 2's shares are in their 0.5 s LLM call
+        time.sleep(0.15)  # round 2's shares are in their 0.5 s think time
         ray.kill(ex.workers[0], no_restart=False)
         killed.append(ex.rounds_done)
 
     t = threading.Thread(target=killer)
     t.start()
-    got = ex.run(m, episodes, ToyLLMFactory(latency_s=0.5), ROUND)
+    got = ex.run(m, episodes, ToyLLMFactory(), ROUND)
     t.join()
     assert killed == [1]
     assert ex.stats["retried_chunks"] >= 1
@@ -131,7 +132,7 @@ from cluster.ray_executor import RayExecutor
 from cluster.toy import ToyLLMFactory, ToyMethod, toy_episodes
 ray.init(address=sys.argv[2])
 ex = RayExecutor(workers=2, store_shards=2, num_cpus_per_worker=0.5)
-ex.run(ToyMethod(), toy_episodes(20, seed=7), ToyLLMFactory(latency_s=0.3), 4, checkpoint_dir=sys.argv[1])
+ex.run(ToyMethod(think_s=0.3), toy_episodes(20, seed=7), ToyLLMFactory(), 4, checkpoint_dir=sys.argv[1])
 print("FINISHED")
 """
 

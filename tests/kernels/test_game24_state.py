@@ -26,13 +26,14 @@ def ref_mix(z):
 
 
 def ref_key(values):
-    """The documented key: SplitMix64 chain over n and the canonical pairs, as a signed int64."""
+    """The documented key: a multiply-xorshift fold of n and the canonical pairs, SplitMix64-finalised."""
     pairs = ref_canonical(values)
-    g = 0x9E3779B97F4A7C15
-    h = ref_mix((g * (len(pairs) + 1)) & MASK)
+    h = (0x9E3779B97F4A7C15 * (len(pairs) + 1)) & MASK
     for num, den in pairs:
-        h = ref_mix(h ^ (num & MASK))
-        h = ref_mix(((h + g) & MASK) ^ (den & MASK))
+        x = ((num & MASK) * 0xBF58476D1CE4E5B9 & MASK) ^ (den & MASK)
+        h = ((h ^ x) * 0x94D049BB133111EB) & MASK
+        h ^= h >> 32
+    h = ref_mix(h)
     return h - (1 << 64) if h >= 1 << 63 else h
 
 

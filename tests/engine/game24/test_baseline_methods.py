@@ -193,3 +193,17 @@ def hashing_embedder():
     from engine.embed import HashingEmbedder
 
     return HashingEmbedder(64)
+
+
+@pytest.mark.parametrize("name", ["memrl", "reme", "flex"])
+def test_updates_do_not_depend_on_the_worker_split(name, hashing_embedder):
+    method = make_baseline_method(name, {"extraction": "llm"}, embedder=hashing_embedder)
+    _run(method, _episodes(PUZZLES[:2]), Scripted())
+    snap = method.snapshot()
+    eps = _episodes(PUZZLES + [(3, 3, 8, 8)], start=2)
+    whole = method.run_episodes(snap, eps, Scripted())
+    parts = method.run_episodes(snap, eps[:2], Scripted()) + method.run_episodes(snap, eps[2:], Scripted())
+    for a, b in zip(whole, parts):
+        assert a.record["calls"] == b.record["calls"] and a.record["success_any"] == b.record["success_any"]
+        assert a.updates.keys() == b.updates.keys()
+        assert all(np.array_equal(a.updates[k], b.updates[k]) for k in a.updates)

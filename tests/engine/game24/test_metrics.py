@@ -81,3 +81,10 @@ def test_report_files_are_labelled(tmp_path):
     report.plot_accuracy_vs_calls(summary, tmp_path / "a.png", "simulated")
     report.plot_learning_curve(LOG, ["tot", "toe"], tmp_path / "l.png", "simulated", window=1, test_start=1)
     assert (tmp_path / "a.png").stat().st_size > 1000 and (tmp_path / "l.png").stat().st_size > 1000
+
+
+def test_learning_curve_of_calls():
+    x, calls = metrics.learning_curve(LOG, "toe", window=1, field="calls")
+    assert x.tolist() == [2.0, 3.0] and calls.tolist() == [10.0, 0.0]
+    with pytest.raises(InputError, match="no field 'nope'"):
+        metrics.learning_curve(LOG, "toe", field="nope")

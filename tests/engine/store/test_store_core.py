@@ -204,3 +204,28 @@ def test_nbytes_reports_raw_and_allocated(store):
     nb = store.nbytes()
     assert nb["raw_experiences"] == 4 * (3 * 8 + 8 + 8 + 3 * 8 + 8)
     assert nb["experiences"] >= 4 * 64
+
+
+def test_key_index_is_built_lazily_and_kept_up_to_date():
+    st = ExperienceStore(depth=2, capacity=1, node_capacity=1)
+    st.add_paths([["x", "s"]], keys=[[1, 99]])
+    assert st._key_table.size == 0  # not built until the first lookup by key
+    assert st.find_key([99])[0] == 2
+    st.add_key_paths(np.array([[5, 99]] * 1 + [[k, k] for k in range(100, 400)], dtype=np.uint64))  # grows
+    np.testing.assert_array_equal(st.nodes_with_key(99), [2, 4])
+    assert st.find_key([399])[0] == st.find_path([399, 399]) - 1
+    view = ExperienceStore.from_snapshot(ExperienceStore(depth=1).snapshot())
+    assert view.find_key([3])[0] == -1
+    st2 = ExperienceStore(depth=2)
+    st2.add_paths([["x", "s"], ["y", "s"]])
+    view = ExperienceStore.from_snapshot(st2.snapshot())  # read-only: builds a private index
+    np.testing.assert_array_equal(view.nodes_with_key("s"), [2, 4])
+
+
+def test_growth_mid_path_keeps_texts_and_prefixes():
+    st = ExperienceStore(capacity=1, node_capacity=1)
+    paths = [[f"i{k % 3}", f"f{k % 5}", f"d{k}"] for k in range(200)]
+    eids = st.add_paths(paths)
+    np.testing.assert_array_equal(eids, np.arange(200))
+    assert st.n_nodes == 1 + 3 + 15 + 200
+    assert all(st.path_texts(k) == paths[k] for k in range(200))

@@ -1,0 +1,117 @@
+"""LLM interface overhead (simulated policy) and local-model throughput, one run.
+
+1. **Interface overhead** per request: the batched path
+   ``MeteredBackend(SimulatedGame24Backend).generate(requests)`` (request
+   handling, seeds, stop/max-token limits, token counts, Response objects,
+   usage metering) against the policy's own time, ``policy.complete`` on the
+   same (prompt, seed, sample) triples, measured in the same run. Overhead =
+   (interface time - policy time) / policy time; target < 5%. The requests are
+   one ToT step's mix: propose, value (n=3), answer and last-step value prompts.
+2. **Local model throughput**: SmolLM2-135M-Instruct through llama.cpp
+   (xllamacpp, 2 threads) generating 8 requests of 48 tokens (min_tokens-free,
+   so counts are the server's) with 1 and with 4 parallel slots; tokens/s and
+   the 4-slot / 1-slot ratio. Marked local_model; skipped without xllamacpp.
+
+Figures from the simulated policy are SIMULATED (a test harness, not a model).
+
+Command (figures in benchmarks/results/llm.md)::
+
+    python -m pytest benchmarks/test_llm.py --benchmark-only --benchmark-timer=time.process_time -s
+
+(process time, not wall time: the machine is shared, and both paths are single-threaded).
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from engine.game24 import prompts as P
+from engine.llm.base import MeteredBackend, Request
+from engine.llm.simulated_game24 import SimulatedGame24Backend
+
+PUZZLES = ["4 9 10 13", "1 1 4 6", "2 3 5 12", "3 3 8 8", "1 2 3 4", "5 5 5 11", "6 7 8 9", "1 5 6 7",
+           "2 2 6 6", "1 3 4 6", "4 4 7 7", "1 1 11 11"]
+STEPS = "13 - 9 = 4 (left: 4 4 10)\n10 - 4 = 6 (left: 4 6)\n4 * 6 = 24 (left: 24)"
+
+
+def _requests(copies: int = 40) -> list[Request]:
+    reqs = []
+    for c in range(copies):
+        for i, p in enumerate(PUZZLES):
+            seed = 1000 * c + i
+            reqs.append(Request(prompt=P.propose_prompt(p), seed=seed, episode=str(i)))
+            nums = p.split()
+            reqs.append(Request(prompt=P.value_prompt(" ".join(nums[1:])), n=3, seed=seed, episode=str(i)))
+        reqs.append(Request(prompt=P.answer_prompt("4 9 10 13", STEPS), seed=c, episode="a"))
+        reqs.append(Request(prompt=P.value_last_step_prompt("4 9 10 13", "(10 - 4) * (13 - 9) = 24"),
+                            n=3, seed=c, episode="a"))
+    return reqs
+
+
+def test_interface_overhead_simulated(benchmark):
+    reqs = _requests()
+    backend = SimulatedGame24Backend()
+    policy = backend.policy
+    triples = [(r.prompt, r.seed, i, r.temperature) for r in reqs for i in range(r.n)]
+    for t in triples[:200]:  # warm the solver memo and caches on both paths
+        policy.complete(*t)
+    MeteredBackend(backend).generate(reqs)
+
+    def policy_only():
+        for t in triples:
+            policy.complete(*t)
+
+    def interface():
+        MeteredBackend(backend).generate(reqs)
+
+    # reference: best of 5 policy-only passes, interleaved with the benchmark below
+    ref = []
+    for _ in range(5):
+        t0 = time.process_time()
+        policy_only()
+        ref.append(time.process_time() - t0)
+    benchmark.pedantic(interface, rounds=5, iterations=1, warmup_rounds=1)
+    for _ in range(2):
+        t0 = time.process_time()
+        policy_only()
+        ref.append(time.process_time() - t0)
+    policy_s = min(ref)
+    iface_s = benchmark.stats.stats.min
+    overhead = (iface_s - policy_s) / policy_s
+    per_req_us = (iface_s - policy_s) / len(reqs) * 1e6
+    benchmark.extra_info.update({"requests": len(reqs), "samples": len(triples), "policy_s": policy_s,
+                                 "interface_s": iface_s, "overhead": overhead, "overhead_per_request_us": per_req_us})
+    print(f"\n[llm overhead] SIMULATED policy: {len(reqs)} requests / {len(triples)} samples; "
+          f"policy {policy_s * 1e3:.1f} ms, interface {iface_s * 1e3:.1f} ms, "
+          f"overhead {overhead * 100:.2f}% ({per_req_us:.1f} us/request; target < 5%)")
+    assert overhead < 0.05
+
+
+@pytest.mark.local_model
+def test_local_model_tokens_per_second(benchmark):
+    pytest.importorskip("xllamacpp")
+    from engine.llm.local_backend import LocalLlamaBackend
+
+    reqs = [Request(prompt=f"Write a short story about a robot named R{i}.", max_tokens=48, temperature=0.8, seed=i)
+            for i in range(8)]
+    results = {}
+    for parallel in (1, 4):
+        b = LocalLlamaBackend(parallel=parallel, threads=2, context=256)
+        try:
+            b.generate(reqs[:1])  # warm-up
+            t0 = time.perf_counter()
+            out = b.generate(reqs)
+            wall = time.perf_counter() - t0
+        finally:
+            b.close()
+        toks = sum(r.completion_tokens for r in out)
+        results[parallel] = (toks, wall, toks / wall)
+    benchmark.pedantic(lambda: None, rounds=1, iterations=1)
+    ratio = results[4][2] / results[1][2]
+    benchmark.extra_info.update({f"tok_s_{p}": v[2] for p, v in results.items()} | {"ratio_4_vs_1": ratio})
+    for p, (toks, wall, tps) in results.items():
+        print(f"\n[llm local] SmolLM2-135M Q4_1, 2 threads, {p} slot(s): {toks} tokens in {wall:.1f} s = {tps:.1f} tokens/s")
+    print(f"[llm local] 4 slots / 1 slot = {ratio:.2f}x")
+    assert results[1][0] > 0 and results[4][0] > 0
