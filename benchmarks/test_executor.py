@@ -5,13 +5,15 @@ seeded *simulated* Game-of-24 policy (engine.llm, backend "simulated"): a test
 harness, not a language model. The first EPISODES episodes of seed 0's stream
 (warm-up ranks) run in rounds of ROUND. Every executor first does the same run
 once untimed (Numba JIT, Ray worker start-up, LLM backend build, per-process
-memo caches), then the timed run from a fresh method: steady-state throughput. Speed is reported as ratios to the local
+memo caches); then REPEATS passes time each executor in turn, each run from a fresh
+method, and the best pass of each is reported (steady-state throughput; the
+machine is shared, interleaving spreads its load over all three). Speed is reported as ratios to the local
 executor measured in the same run; the three runs must also give identical
 records (the round contract).
 
     python -m pytest benchmarks/test_executor.py -s -p no:cacheprovider
 
-Ray is started with ``num_cpus=2`` (this machine's cores); each worker asks for 1 CPU. Ray's
+Ray is started with ``num_cpus=2`` (this machine's cores). Ray's
 workers run at nice 0 here (``RAY_worker_niceness=0``; Ray's default is 15), as the local executor does.
 """
 
@@ -29,7 +31,7 @@ from engine.executor import LocalExecutor  # noqa: E402
 
 EPISODES = int(os.environ.get("TOE_BENCH_EPISODES", 100))
 ROUND = int(os.environ.get("TOE_BENCH_ROUND", 20))
-CASES = [("local", 1), ("ray", 1), ("ray", 2)]
+REPEATS = int(os.environ.get("TOE_BENCH_REPEATS", 4))
 RESULTS: dict[str, dict] = {}
 
 
@@ -62,47 +64,48 @@ def workload():
     return fresh, episodes, _llm_factory(llm_cfg, 0)
 
 
-@pytest.mark.parametrize("kind,workers", CASES, ids=[f"{k}-{w}" for k, w in CASES])
-def test_executor_throughput(benchmark, ray_cluster, workload, kind, workers):
+def test_executor_throughput(benchmark, ray_cluster, workload):
+    from cluster.ray_executor import RayExecutor
+
     fresh, episodes, llm_factory = workload
-    if kind == "local":
-        executor = LocalExecutor()
-    else:
-        from cluster.ray_executor import RayExecutor
-
-        executor = RayExecutor(workers=workers, num_cpus_per_worker=1)
+    # All three executors stay up and are timed in turn, REPEATS passes, best pass each: the
+    # machine is shared, so interleaving spreads load drift over all of them. Ray's CPU counts
+    # are scheduling labels only: 0.5 per worker lets ray-1 and ray-2 coexist on num_cpus=2.
+    executors = {"local-1": LocalExecutor(),
+                 "ray-1": RayExecutor(workers=1, num_cpus_per_worker=0.5),
+                 "ray-2": RayExecutor(workers=2, num_cpus_per_worker=0.5)}
+    best: dict[str, dict] = {}
     try:
-        # burn-in: the same run once (Numba JIT, Ray actors, LLM backends, and the per-process memo
-        # caches of the Game-of-24 solver/checks, which the driver would otherwise have warm alone)
-        executor.run(fresh(), episodes, llm_factory, ROUND)
-        out = {}
+        for ex in executors.values():
+            # burn-in: the same run once (Numba JIT, Ray actors, LLM backends, and the per-process
+            # memo caches of the Game-of-24 solver/checks, which the driver would have warm alone)
+            ex.run(fresh(), episodes, llm_factory, ROUND)
 
-        def timed():
-            method = fresh()
-            t0 = time.perf_counter()
-            out["results"] = executor.run(method, episodes, llm_factory, ROUND)
-            out["wall_s"] = time.perf_counter() - t0
+        def one_pass():
+            for key, ex in executors.items():
+                method = fresh()
+                t0 = time.perf_counter()
+                results = ex.run(method, episodes, llm_factory, ROUND)
+                wall = time.perf_counter() - t0
+                if key not in best or wall < best[key]["wall_s"]:
+                    best[key] = {**ex.stats, "wall_s": wall, "results": results}
 
-        benchmark.pedantic(timed, rounds=1, iterations=1)
-        stats = dict(executor.stats)
+        benchmark.pedantic(one_pass, rounds=REPEATS, iterations=1)
     finally:
-        executor.close()
-    stats["wall_s"] = out["wall_s"]
-    stats["episodes_per_s"] = len(episodes) / out["wall_s"]
-    # timings (keys ending in _s) differ run to run; everything else must match across executors
-    stats["records"] = [{k: v for k, v in r.record.items() if not k.endswith("_s")} for r in out["results"]]
-    RESULTS[f"{kind}-{workers}"] = stats
-    benchmark.extra_info.update({k: stats[k] for k in ("episodes_per_s", "round_overhead_s", "barrier_apply_s")})
-    assert len(out["results"]) == len(episodes)
-
-
-def test_summary():
-    if set(RESULTS) != {f"{k}-{w}" for k, w in CASES}:
-        pytest.skip("run the whole file: the summary needs every executor's figures")
+        for ex in executors.values():
+            ex.close()
+    for key, st in best.items():
+        st["episodes_per_s"] = len(episodes) / st["wall_s"]
+        # timings (keys ending in _s) differ run to run; everything else must match across executors
+        st["records"] = [{k: v for k, v in r.record.items() if not k.endswith("_s")} for r in st.pop("results")]
+        RESULTS[key] = st
     ref = RESULTS["local-1"]
     for key, st in RESULTS.items():
         assert st["records"] == ref["records"], f"{key} results differ from the local executor's"
-    lines = [f"episodes={EPISODES} round_size={ROUND} (Game-of-24 ToT+ToE, SIMULATED policy)",
+    benchmark.extra_info.update({f"{k}_episodes_per_s": v["episodes_per_s"] for k, v in RESULTS.items()})
+    benchmark.extra_info["ray2_over_local"] = RESULTS["ray-2"]["episodes_per_s"] / ref["episodes_per_s"]
+    lines = [f"episodes={EPISODES} round_size={ROUND} repeats={REPEATS} (Game-of-24 ToT+ToE, SIMULATED policy), "
+             f"load average before: {os.getloadavg()[0]:.1f}",
              "| executor | episodes/s | x local | round s | round overhead s | barrier apply s | "
              "store apply s | per worker: episodes, episodes/s (busy), LLM calls |",
              "| --- | --- | --- | --- | --- | --- | --- | --- |"]

@@ -34,7 +34,8 @@ from typing import Any
 
 import numpy as np
 import ray
-from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+from ray.util.placement_group import placement_group, remove_placement_group
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy, PlacementGroupSchedulingStrategy
 
 from cluster.store_actors import StoreOwner
 from cluster.workers import EpisodePool, EpisodeWorker
@@ -59,6 +60,11 @@ class RayExecutor(RoundLoop):
         chunks_per_worker: shares per worker per round (more: better balance, smaller LLM batches).
         max_restarts: restarts Ray grants a dead worker; max_attempts: tries per share.
         init_kwargs: extra ``ray.init`` keywords when this executor starts Ray.
+        tensor_parallel_size: GPUs (bundles) per worker for an engine spanning several GPUs: each
+            worker gets a STRICT_PACK placement group of that many bundles of
+            ``{"GPU": num_gpus_per_worker, "CPU": num_cpus_per_worker}`` and captures it for its
+            child tasks, so vLLM (``distributed_executor_backend="ray"``) places its
+            tensor-parallel workers there (vLLM's and Ray Data LLM's documented pattern).
         startup_timeout_s: how long to wait for the actors to be scheduled and built
             (an LLM engine load included) before failing with the resources asked for.
     """
@@ -68,11 +74,12 @@ class RayExecutor(RoundLoop):
     def __init__(self, workers: int = 1, address: str | None = None, *, num_cpus_per_worker: float = 1.0,
                  num_gpus_per_worker: float = 0.0, store_shards: int = 1, chunks_per_worker: int = 1,
                  max_restarts: int = 2, max_attempts: int = 3, init_kwargs: dict | None = None,
-                 checkpoint_every: int = 1, startup_timeout_s: float = 900.0):
-        super().__init__(checkpoint_every)
+                 checkpoint_every: int = 1, startup_timeout_s: float = 900.0, tensor_parallel_size: int = 1,
+                 stats_path=None):
+        super().__init__(checkpoint_every, stats_path)
         for key, value, low in (("workers", workers, 1), ("store_shards", store_shards, 1),
                                 ("chunks_per_worker", chunks_per_worker, 1), ("max_restarts", max_restarts, 0),
-                                ("max_attempts", max_attempts, 1)):
+                                ("max_attempts", max_attempts, 1), ("tensor_parallel_size", tensor_parallel_size, 1)):
             if not isinstance(value, int) or isinstance(value, bool) or value < low:
                 raise ConfigError(f"{key} must be an integer >= {low}, got {value!r}")
         if num_cpus_per_worker < 0 or num_gpus_per_worker < 0:
@@ -88,6 +95,8 @@ class RayExecutor(RoundLoop):
         self.max_attempts = max_attempts
         self.init_kwargs = dict(init_kwargs or {})
         self.startup_timeout_s = startup_timeout_s
+        self.tensor_parallel_size = tensor_parallel_size
+        self._groups: list = []  # one placement group per worker when tensor_parallel_size > 1
         self._owns_ray = False
         self.workers: list = []  # EpisodeWorker handles, kept across runs
         self.stores: list = []  # StoreOwner handles, kept across runs
@@ -115,13 +124,32 @@ class RayExecutor(RoundLoop):
             ray.shutdown()
         self._owns_ray = False
 
-    @staticmethod
-    def _kill(actors) -> None:
+    def _kill(self, actors) -> None:
         for actor in actors:
             try:
                 ray.kill(actor, no_restart=True)
             except Exception:  # pragma: no cover - already gone
                 pass
+        if any(a in self.workers for a in actors):
+            for group in self._groups:
+                remove_placement_group(group)
+            self._groups = []
+
+    def _worker_cls(self, index: int):
+        """The actor class of worker ``index``: its own resources, or a tensor-parallel placement group."""
+        cls = ray.remote(EpisodeWorker)
+        if self.tensor_parallel_size == 1:
+            return cls.options(num_cpus=self.num_cpus_per_worker, num_gpus=self.num_gpus_per_worker,
+                               max_restarts=self.max_restarts, max_task_retries=0)
+        bundle = {"CPU": self.num_cpus_per_worker}
+        if self.num_gpus_per_worker:
+            bundle["GPU"] = self.num_gpus_per_worker
+        group = placement_group([dict(bundle) for _ in range(self.tensor_parallel_size)], strategy="STRICT_PACK")
+        self._groups.append(group)
+        # The actor itself holds no resources: the engine's tensor-parallel workers take the bundles.
+        return cls.options(num_cpus=0, num_gpus=0, max_restarts=self.max_restarts, max_task_retries=0,
+                           scheduling_strategy=PlacementGroupSchedulingStrategy(
+                               group, placement_group_capture_child_tasks=True))
 
     # -- RoundLoop hooks -------------------------------------------------------------------------
     def _shards(self, method) -> int:
@@ -157,10 +185,7 @@ class RayExecutor(RoundLoop):
             self._kill(self.workers)
             self.workers = []
         if not self.workers:
-            worker_cls = ray.remote(EpisodeWorker).options(
-                num_cpus=self.num_cpus_per_worker, num_gpus=self.num_gpus_per_worker,
-                max_restarts=self.max_restarts, max_task_retries=0)
-            self.workers = [worker_cls.remote(i, llm_factory) for i in range(self.n_workers)]
+            self.workers = [self._worker_cls(i).remote(i, llm_factory) for i in range(self.n_workers)]
             self._llm_factory = llm_factory
         self._method_ref = ray.put(method)  # put once per run, fetched once by each worker
         ready, pending = ray.wait(loaded + [w.pid.remote() for w in self.workers],

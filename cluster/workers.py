@@ -26,6 +26,7 @@ import time
 from typing import Any, Callable, Sequence
 
 import ray
+import ray.util
 
 from engine.errors import BackendError
 from engine.llm.base import MeteredBackend
@@ -65,6 +66,11 @@ class EpisodeWorker:
 
     def pid(self) -> int:
         return os.getpid()
+
+    def placement(self) -> int:
+        """Bundles in the placement group this worker runs in (0: none): where TP engine workers go."""
+        group = ray.util.get_current_placement_group()
+        return 0 if group is None else len(group.bundle_specs)
 
 
 class EpisodePool:

@@ -21,16 +21,19 @@ it must be picklable for Ray: a top-level class or ``functools.partial``.
 
 from __future__ import annotations
 
+import json
 import time
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Protocol, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Protocol, Sequence
 
 import numpy as np
 
 from engine.checkpoint import (
     Cursor, RoundCheckpoints, fingerprint, load_method_state, save_method_state, state_dir,
 )
+from engine.config import apply_overrides, check, from_dict, load_toml, to_dict
 from engine.errors import ConfigError, InputError, MissingExtraError
 from engine.llm.base import LLMBackend, MeteredBackend
 from engine.rounds import Episode, EpisodeResult, Method, Snapshot
@@ -126,10 +129,13 @@ class RoundLoop:
 
     name = "base"
 
-    def __init__(self, checkpoint_every: int = 1):
+    def __init__(self, checkpoint_every: int = 1, stats_path: str | Path | None = None):
         if checkpoint_every < 1:
             raise ConfigError(f"checkpoint_every must be >= 1, got {checkpoint_every}")
         self.checkpoint_every = checkpoint_every
+        # each finished run appends {"method": ..., **stats} here as one JSON line (the run folder's
+        # executor_stats.jsonl when made by make_executor): per-worker throughput in the results
+        self.stats_path = None if stats_path is None else Path(stats_path)
         self.stats: dict[str, Any] = {}
         self.rounds_done = 0  # live cursor, readable from another thread
 
@@ -181,8 +187,8 @@ class RoundLoop:
         timing = {"round_s": [], "apply_s": [], "checkpoint_s": [], "compute_s": []}
         t_run = time.perf_counter()
         ok = False
-        self._start(method, llm_factory, cursor)
         try:
+            self._start(method, llm_factory, cursor)
             for index in range(first, len(batches)):
                 batch = batches[index]
                 t0 = time.perf_counter()
@@ -213,6 +219,10 @@ class RoundLoop:
         finally:
             self._finish(method, ok)
             self._record_stats(timing, time.perf_counter() - t_run, first, len(results))
+        if self.stats_path is not None:
+            self.stats_path.parent.mkdir(parents=True, exist_ok=True)
+            with open(self.stats_path, "a") as fh:
+                fh.write(json.dumps({"method": method.name, "run_key": run_key, **self.stats}) + "\n")
         return results
 
     def _record_stats(self, timing: dict[str, list[float]], wall: float, first: int, n_results: int) -> None:
@@ -292,29 +302,73 @@ class LocalExecutor(RoundLoop):
         return [worker_stats("local-0", self._episodes, self._busy, self._llm.meter.total.calls)]
 
 
-def make_executor(options, **kwargs) -> RoundLoop:
-    """The executor ``toe run --executor local|ray [--workers N] [--address ADDR]`` asks for.
+@dataclass(frozen=True)
+class ClusterConfig:
+    """``[cluster]``: how the Ray executor places its actors (the local executor reads only checkpoint_every).
 
-    ``options`` is an :class:`engine.tasks.RunOptions`; ``kwargs`` go to the
-    executor's constructor (e.g. ``checkpoint_every``, or for Ray
-    ``num_gpus_per_worker``, ``store_shards``).
+    On a GPU cluster serving the model with vLLM in-process: ``num_gpus_per_worker = 1``
+    (one engine per GPU), or ``tensor_parallel_size = T`` for an engine spanning T GPUs
+    (each worker then gets a placement group of T bundles of ``num_gpus_per_worker`` GPUs).
+    """
+
+    num_cpus_per_worker: float = 1.0
+    num_gpus_per_worker: float = 0.0
+    tensor_parallel_size: int = 1
+    store_shards: int = 1
+    chunks_per_worker: int = 1
+    max_restarts: int = 2
+    max_attempts: int = 3
+    checkpoint_every: int = 1
+    startup_timeout_s: float = 900.0
+
+    def __post_init__(self):
+        check(self.num_cpus_per_worker >= 0, f"cluster.num_cpus_per_worker must be >= 0, got {self.num_cpus_per_worker}")
+        check(self.num_gpus_per_worker >= 0, f"cluster.num_gpus_per_worker must be >= 0, got {self.num_gpus_per_worker}")
+        for key in ("tensor_parallel_size", "store_shards", "chunks_per_worker", "max_attempts", "checkpoint_every"):
+            check(getattr(self, key) >= 1, f"cluster.{key} must be >= 1, got {getattr(self, key)}")
+        check(self.max_restarts >= 0, f"cluster.max_restarts must be >= 0, got {self.max_restarts}")
+        check(self.startup_timeout_s > 0, f"cluster.startup_timeout_s must be > 0, got {self.startup_timeout_s}")
+
+
+def cluster_config(options, config: Mapping[str, Any] | None = None) -> ClusterConfig:
+    """The ``[cluster]`` table of the run's config (``config``, else the file at ``options.config_path``
+    with ``options.overrides`` applied); defaults when there is none."""
+    if config is None:
+        path = getattr(options, "config_path", None)
+        if path is None or not Path(path).is_file():
+            return ClusterConfig()
+        config = apply_overrides(load_toml(path), getattr(options, "overrides", ()))
+    return from_dict(ClusterConfig, config.get("cluster"), "cluster")
+
+
+def make_executor(options, config: Mapping[str, Any] | None = None, **kwargs) -> RoundLoop:
+    """The executor ``toe run CONFIG --executor local|ray [--workers N] [--address ADDR]`` asks for.
+
+    ``options`` is an :class:`engine.tasks.RunOptions`; the config's ``[cluster]``
+    table (:class:`ClusterConfig`) sets actor resources; ``kwargs`` override it. With
+    ``options.out`` set, every run appends its :attr:`stats` (per-worker episodes/s and LLM
+    calls, round overhead, barrier time) to ``OUT/executor_stats.jsonl``.
     """
     kind = getattr(options, "executor", None)
     workers = getattr(options, "workers", 1)
     if not isinstance(workers, int) or workers < 1:
         raise ConfigError(f"workers must be an integer >= 1, got {workers!r}")
+    if kind not in ("local", "ray"):
+        raise ConfigError(f"executor must be 'local' or 'ray', got {kind!r}")
+    settings = {**to_dict(cluster_config(options, config)), **kwargs}
+    out = getattr(options, "out", None)
+    if out is not None and "stats_path" not in settings:
+        settings["stats_path"] = Path(out) / "executor_stats.jsonl"
     if kind == "local":
         if workers != 1:
             raise ConfigError(f"the local executor runs one worker; got --workers {workers} (use --executor ray)")
         if getattr(options, "address", None):
             raise ConfigError("--address is a Ray cluster address; it needs --executor ray")
-        return LocalExecutor(**kwargs)
-    if kind == "ray":
-        try:
-            from cluster.ray_executor import RayExecutor
-        except ModuleNotFoundError as exc:
-            if exc.name and (exc.name == "ray" or exc.name.startswith("ray.")):
-                raise MissingExtraError("ray", "cluster") from exc
-            raise
-        return RayExecutor(workers=workers, address=getattr(options, "address", None), **kwargs)
-    raise ConfigError(f"executor must be 'local' or 'ray', got {kind!r}")
+        return LocalExecutor(checkpoint_every=settings["checkpoint_every"], stats_path=settings.get("stats_path"))
+    try:
+        from cluster.ray_executor import RayExecutor
+    except ModuleNotFoundError as exc:
+        if exc.name and (exc.name == "ray" or exc.name.startswith("ray.")):
+            raise MissingExtraError("ray", "cluster") from exc
+        raise
+    return RayExecutor(workers=workers, address=getattr(options, "address", None), **settings)

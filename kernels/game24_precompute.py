@@ -27,21 +27,45 @@ from kernels.game24_solver import (
     child_state,
     verify_steps,
 )
-from kernels.game24_state import state_key, table_find, table_put
+from kernels.game24_state import state_key
 
 
 @numba.njit(cache=True)
-def expand_level(num, den, size, t_used, t_key, t_num, t_den, t_size, t_row, c_num, c_den, c_key, e_parent, e_child, e_move, counts):
+def _find_child(t_key, t_row, c_num, c_den, key, cn, cd, n):
+    """Slot of the child state (cn, cd, n) in the level table, or -(empty slot + 1).
+
+    t_key i8[cap], t_row i8[cap] (-1 = empty; cap a power of two) index rows of
+    c_num/c_den; equality is decided on the canonical row, never on the key alone.
+    """
+    mask = t_key.shape[0] - 1
+    s = np.int64(np.uint64(key) & np.uint64(mask))
+    while True:
+        row = t_row[s]
+        if row < 0:
+            return -(s + 1)
+        if t_key[s] == key:
+            same = True
+            for c in range(n):
+                if c_num[row, c] != cn[c] or c_den[row, c] != cd[c]:
+                    same = False
+                    break
+            if same:
+                return s
+        s = (s + 1) & mask
+
+
+@numba.njit(cache=True)
+def expand_level(num, den, size, t_key, t_row, c_num, c_den, c_key, e_parent, e_child, e_move, counts):
     """Distinct children of a level and the distinct parent -> child edges.
 
-    num, den: i8[b, 4] canonical parents, all with the same size n = size[0] >= 2.
-    t_*: an empty state table (kernels.game24_state layout) with t_row i8[cap]
-    mapping a slot to its child row; cap >= 2 * b * n * (n - 1) / 2 * 6, a power of two.
-    c_num, c_den: i8[m, 4], c_key: i8[m] receive the children (m >= b * pairs * 6).
-    e_parent, e_child, e_move: i8[m] receive the edges (parent row, child row,
-    move i * 64 + j * 8 + op as in kernels.game24_solver). counts: i8[3] receives
-    (number of children, number of edges, overflowing moves skipped). Moves that divide by zero are not
-    edges; moves that would overflow int64 are counted in counts[2] and skipped.
+    num, den: i8[b, 4] canonical parents, all with the same size n >= 2.
+    t_key i8[cap], t_row i8[cap] filled with -1: the level's table (cap a power
+    of two >= 2 * m). c_num, c_den: i8[m, 4] (padding 0/1 pre-filled), c_key
+    i8[m] receive the children, m >= b * n * (n - 1) / 2 * 6. e_parent,
+    e_child, e_move: i8[m] receive the edges (parent row, child row, move
+    i * 64 + j * 8 + op as in kernels.game24_solver). counts: i8[3] receives
+    (children, edges, overflowing moves skipped). Moves that divide by zero are
+    not edges.
     """
     b = size.shape[0]
     cn = np.zeros(4, dtype=np.int64)
@@ -63,12 +87,12 @@ def expand_level(num, den, size, t_used, t_key, t_num, t_den, t_size, t_row, c_n
                         counts[2] += 1
                         continue
                     key = state_key(cn, cd, n - 1)
-                    s = table_find(t_used, t_key, t_num, t_den, t_size, key, cn, cd, n - 1)
+                    s = _find_child(t_key, t_row, c_num, c_den, key, cn, cd, n - 1)
                     if s < 0:
                         s = -(s + 1)
-                        table_put(t_used, t_key, t_num, t_den, t_size, s, key, cn, cd, n - 1)
+                        t_key[s] = key
                         t_row[s] = n_child
-                        for c in range(4):
+                        for c in range(n - 1):
                             c_num[n_child, c] = cn[c]
                             c_den[n_child, c] = cd[c]
                         c_key[n_child] = key

@@ -40,6 +40,8 @@ OP_ORDER = np.array([OP_ADD, OP_MUL, OP_RSUB, OP_RDIV, OP_SUB, OP_DIV], dtype=np
 # operator codes in extracted steps: x SYMBOL y = r
 SYM_ADD, SYM_SUB, SYM_MUL, SYM_DIV = 0, 1, 2, 3
 
+_SMALL = 1 << 20  # below this, solve_pair decides with cross products only
+
 MAX_NEW_PER_ROOT = 1 + 36  # states one 4-number search can add (2-number states are not memoised)
 
 
@@ -146,6 +148,28 @@ def solve_pair(an, ad, bn, bd):
     Returns the move code ``8 + op`` (>= 0), -1 if none exists, -2 if none was
     found but an operation overflowed (the answer is then unknown).
     """
+    if abs(an) < _SMALL and ad < _SMALL and abs(bn) < _SMALL and bd < _SMALL:
+        # exact cross-multiplied tests, no reduction: every product is < 2**47
+        x = an * bd
+        y = bn * ad
+        t = TARGET * ad * bd
+        for q in range(N_OPS):
+            op = OP_ORDER[q]
+            if op == OP_ADD:
+                hit = x + y == t
+            elif op == OP_SUB:
+                hit = x - y == t
+            elif op == OP_RSUB:
+                hit = y - x == t
+            elif op == OP_MUL:
+                hit = an * bn == t
+            elif op == OP_DIV:
+                hit = bn != 0 and x == TARGET * ad * bn
+            else:
+                hit = an != 0 and y == TARGET * bd * an
+            if hit:
+                return 8 + op
+        return -1
     unknown = False
     for q in range(N_OPS):
         op = OP_ORDER[q]

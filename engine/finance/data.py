@@ -205,6 +205,8 @@ def load_prices(path: str | Path) -> tuple[tuple[str, ...], np.ndarray, np.ndarr
         raise InputError(
             f"prices file {str(path)!r}: no close for industry {industries[k[0]]!r} on {dates[k[1]]}"
         )
+    if not (np.all(np.isfinite(out)) and np.all(out > 0)):
+        raise InputError(f"prices file {str(path)!r}: close must be finite and > 0 everywhere")
     b = np.full(len(dates), np.nan)
     b[tt] = bench
     if not np.allclose(b[tt], bench):

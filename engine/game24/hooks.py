@@ -49,9 +49,10 @@ Rules an implementation must keep
   per-request seed derived from ``query.seed`` (use :func:`request_seed`), so
   they are counted in that episode's calls, samples and tokens.
 * **Continuations are checked, never trusted.** ``Retrieval.continuations``
-  are candidate step suffixes; ToT checks each with the exact verifier and
-  uses the first that legally reaches 24 from the query's state; the others
-  are reported back as rejected in the trace.
+  are candidate step suffixes; when the method lets experience supply
+  continuations, ToT checks them in order with the exact verifier and uses
+  the first that legally reaches 24 from the query's state; those checked
+  before it and rejected are reported in ``EpisodeTrace.rejected``.
 
 Everything here is plain data; the concrete experience lives in the
 implementation.

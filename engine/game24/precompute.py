@@ -122,8 +122,9 @@ def _expand(level: Level) -> tuple[Level, Edges, int]:
     n = level.n
     b = len(level)
     m = b * (n * (n - 1) // 2) * ks.N_OPS
-    table = _empty_table(_pow2_at_least(2 * m + 1))
-    t_row = np.zeros(table[1].shape[0], np.int64)
+    cap = _pow2_at_least(2 * m + 1)
+    t_key = np.empty(cap, np.int64)
+    t_row = np.full(cap, -1, np.int64)
     c_num = np.zeros((m, 4), np.int64)
     c_den = np.ones((m, 4), np.int64)
     c_key = np.zeros(m, np.int64)
@@ -132,7 +133,7 @@ def _expand(level: Level) -> tuple[Level, Edges, int]:
     e_move = np.zeros(m, np.int64)
     counts = np.zeros(3, np.int64)
     size = np.full(b, n, np.int64)
-    kp.expand_level(level.num, level.den, size, *table, t_row, c_num, c_den, c_key, e_parent, e_child, e_move, counts)
+    kp.expand_level(level.num, level.den, size, t_key, t_row, c_num, c_den, c_key, e_parent, e_child, e_move, counts)
     nc, ne = int(counts[0]), int(counts[1])
     child = Level(n - 1, c_num[:nc].copy(), c_den[:nc].copy(), c_key[:nc].copy())
     return child, Edges(e_parent[:ne].copy(), e_child[:ne].copy(), e_move[:ne].copy()), int(counts[2])

@@ -85,9 +85,26 @@ def test_local_and_ray_with_1_and_2_workers_and_2_store_shards_agree(two_workers
     assert not one.workers and two_workers.workers
 
 
+def test_tensor_parallel_workers_get_a_placement_group(two_workers):
+    ex = RayExecutor(workers=1, tensor_parallel_size=2, num_cpus_per_worker=0.25)
+    try:
+        m = ToyMethod()
+        got = ex.run(m, EPISODES[:8], ToyLLMFactory(), ROUND)
+        assert_same_run((m, got), local_run(EPISODES[:8]))
+        import ray
+
+        assert ray.get(ex.workers[0].placement.remote()) == 2  # the engine's TP workers would land here
+        assert ray.get(two_workers.workers[0].placement.remote()) == 0
+    finally:
+        ex.close()
+    assert not ex._groups
+
+
 def test_bad_options_are_refused(ray_cluster):
     with pytest.raises(ConfigError, match="workers must be an integer >= 1, got 0"):
         RayExecutor(workers=0)
+    with pytest.raises(ConfigError, match="tensor_parallel_size must be an integer >= 1, got 0"):
+        RayExecutor(tensor_parallel_size=0)
     with pytest.raises(ConfigError, match="store_shards=2 needs a method with split.*lacks split"):
         RayExecutor(store_shards=2).run(_Unshardable(), EPISODES, ToyLLMFactory(), ROUND)
 

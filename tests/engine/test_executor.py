@@ -16,7 +16,9 @@ import pytest
 from cluster.toy import ToyLLMFactory, ToyMethod, toy_episodes
 from engine.checkpoint import RoundCheckpoints, fingerprint
 from engine.errors import ConfigError, InputError, MissingExtraError, PersistenceError
-from engine.executor import LocalExecutor, freeze, make_executor, progress_bar, rounds
+from engine.executor import (
+    ClusterConfig, LocalExecutor, cluster_config, freeze, make_executor, progress_bar, rounds,
+)
 from engine.rounds import Episode
 
 EPISODES = toy_episodes(24, seed=3)
@@ -101,6 +103,16 @@ def test_one_batched_llm_call_per_round_and_worker_stats():
     assert w["episodes_per_s"] > 0 and ex.stats["barrier_apply_s"] >= 0
 
 
+def test_stats_are_appended_to_the_run_folder(tmp_path):
+    opts = SimpleNamespace(executor="local", workers=1, address=None, out=tmp_path / "run")
+    ex = make_executor(opts)
+    for size in (4, 6):
+        ex.run(ToyMethod(), EPISODES, ToyLLMFactory(), size)
+    lines = [json.loads(x) for x in (tmp_path / "run" / "executor_stats.jsonl").read_text().splitlines()]
+    assert [x["rounds"] for x in lines] == [6, 4]
+    assert lines[0]["method"] == "toy" and lines[0]["workers"][0]["llm_calls"] == 24
+
+
 def test_progress_reports_every_episode():
     seen = []
     run_local(round_size=5, progress=seen.append)
@@ -164,6 +176,24 @@ def test_make_executor_options():
         make_executor(SimpleNamespace(executor="ray", workers=0, address=None))
     with pytest.raises(ConfigError, match="checkpoint_every must be >= 1"):
         make_executor(opts, checkpoint_every=0)
+
+
+def test_cluster_section_configures_the_executor(tmp_path):
+    opts = SimpleNamespace(executor="local", workers=1, address=None)
+    ex = make_executor(opts, config={"cluster": {"checkpoint_every": 3}})
+    assert ex.checkpoint_every == 3 and ex.stats_path is None
+    cfg = tmp_path / "run.toml"
+    cfg.write_text('task = "game24"\n[cluster]\ncheckpoint_every = 2\n')
+    from_file = SimpleNamespace(executor="local", workers=1, address=None, config_path=cfg,
+                                overrides=("cluster.checkpoint_every=5",))
+    assert make_executor(from_file).checkpoint_every == 5
+    assert cluster_config(from_file).num_gpus_per_worker == 0.0
+    with pytest.raises(ConfigError, match="cluster.num_gpus_per_worker must be >= 0, got -1"):
+        make_executor(opts, config={"cluster": {"num_gpus_per_worker": -1}})
+    with pytest.raises(ConfigError, match="unknown key.*'gpus'.*valid keys"):
+        make_executor(opts, config={"cluster": {"gpus": 1}})
+    with pytest.raises(ConfigError, match="cluster.tensor_parallel_size must be >= 1, got 0"):
+        ClusterConfig(tensor_parallel_size=0)
 
 
 def test_ray_executor_without_ray_names_the_extra():

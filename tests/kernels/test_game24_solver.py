@@ -83,8 +83,8 @@ def test_all_1820_multisets_match_reference_and_solutions_are_valid():
 def test_kernel_batch_matches_reference_on_random_fraction_states():
     rng = random.Random(5)
     states = []
-    for _ in range(150):
-        n = rng.randint(1, 4)
+    for _ in range(80):
+        n = rng.choice((1, 2, 3, 4, 4, 4, 4))
         states.append([Fraction(rng.randint(-15, 30), rng.randint(1, 6)) for _ in range(n)])
     memo = SolverMemo(capacity=1024)  # forces growth and rehashing
     num, den, size, _ = canonicalize_batch(states)

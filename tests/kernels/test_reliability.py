@@ -180,3 +180,17 @@ def test_add_counts_and_scatter_add():
     np.testing.assert_array_equal(blk[:, 2], [4.0, 0.0, 2.0])
     KR.scatter_add(blk, np.array([1, 1]), np.array([[0.5, 0.5], [0.5, 0.5]]))
     np.testing.assert_array_equal(blk[1, :2], [2.0, 2.0])
+
+
+def test_prefetch_variant_equals_plain_scatter_add():
+    from kernels.prefetch import HAVE_PREFETCH
+
+    rng = np.random.default_rng(9)
+    a = make_block(np.ones((100, 3)), np.zeros(100))
+    b = a.copy()
+    eids = rng.integers(0, 100, 500)
+    vals = rng.normal(size=(500, 3))
+    KR.scatter_add(a, eids, vals)
+    KR.scatter_add_prefetch(b, eids, vals)
+    np.testing.assert_allclose(a, b, rtol=1e-12)
+    assert isinstance(HAVE_PREFETCH, bool)

@@ -11,6 +11,7 @@ from engine.config import load_toml
 from engine.errors import ConfigError
 from engine.game24.experiment import build_stream, episodes_for, parse_config, run
 from engine.game24.methods import make_method
+from engine.llm.config import load_llm_config
 from engine.tasks import RunOptions
 
 REPO = Path(__file__).resolve().parents[3]
@@ -49,6 +50,7 @@ def test_same_figures_whatever_the_round_size(tmp_path):
     b = _tiny(["tot"], round_size=7, warmup_sample=4, test_limit=3)
     c = _tiny(["tot"], round_size=1, warmup_sample=4, test_limit=3)
     for cfg, sub in ((b, "b"), (c, "c")):
+        cfg.update(seeds=[3], report={"plots": False})
         run(cfg, RunOptions(config_path=Path("x.toml"), out=tmp_path / sub, progress=False))
     sb = json.loads((tmp_path / "b" / "summary.json").read_text())["methods"][0]
     sc = json.loads((tmp_path / "c" / "summary.json").read_text())["methods"][0]
@@ -73,6 +75,7 @@ def test_shipped_configs_parse():
         cfg = load_toml(REPO / "configs" / name)
         exp = parse_config(cfg)
         assert exp.methods and exp.seeds
+        assert load_llm_config(cfg).backend == ("local" if "local" in name else "simulated")
     full = parse_config(load_toml(REPO / "configs" / "game24.toml"))
     assert set(full.methods) == {"tot", "toe", "mem0", "memrl", "reme", "flex"} and len(full.seeds) == 3
 

@@ -98,10 +98,12 @@ def test_openai_backend_server_killed_mid_batch():
 
 
 def test_local_backend_generates():
-    from engine.llm.local_backend import LocalLlamaBackend, default_model_path
+    from engine.llm.config import load_llm_config
+    from engine.llm.factory import make_backend
+    from engine.llm.local_backend import default_model_path
 
     assert default_model_path().endswith(".gguf")
-    b = LocalLlamaBackend(parallel=2, threads=2, context=1024)
+    b = make_backend(load_llm_config({"llm": {"backend": "local", "parallel": 2, "threads": 2, "context": 1024}}))
     try:
         assert b.base_url.startswith("http://127.0.0.1:")
         out = b.generate([

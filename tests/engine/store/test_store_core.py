@@ -229,3 +229,29 @@ def test_growth_mid_path_keeps_texts_and_prefixes():
     np.testing.assert_array_equal(eids, np.arange(200))
     assert st.n_nodes == 1 + 3 + 15 + 200
     assert all(st.path_texts(k) == paths[k] for k in range(200))
+
+
+@pytest.mark.parametrize("rule", ["formula", "asymmetric", "binary", "delta"])
+@pytest.mark.parametrize("per_horizon", [False, True])
+def test_batch_equals_one_at_a_time(rule, per_horizon):
+    rng = np.random.default_rng(11)
+    a = ExperienceStore(eta_task=0.3)
+    a.add_paths([[f"i{k}", f"d{k}"] for k in range(6)])
+    a.record_recall(np.arange(6), counts=np.full(6, 9))
+    a.record_hit(np.arange(6), counts=np.arange(6))
+    b = ExperienceStore.from_snapshot(a.snapshot(copy=True), writable=True)
+    b.eta_task = a.eta_task
+    eids = rng.integers(0, 3, 40)  # heavy repetition
+    if per_horizon:
+        r = np.round(rng.normal(0, 0.05, 40), 2)
+        h = rng.integers(0, 3, 40)
+        a.update(eids, r, rule, horizon=h)
+        for i in range(40):
+            b.update(eids[i : i + 1], r[i : i + 1], rule, horizon=h[i : i + 1])
+    else:
+        r = np.round(rng.normal(0, 0.05, (40, 3)), 2)
+        a.update(eids, r, rule)
+        for i in range(40):
+            b.update(eids[i : i + 1], r[i : i + 1], rule)
+    np.testing.assert_array_equal(a.reliability, b.reliability)
+    assert a.reliability.min() >= 0.0 and a.reliability.max() <= 2.0

@@ -165,8 +165,8 @@ def test_subprocess_killed_mid_save(tmp_path, stage):
     old = make_store(seed=1)
     old.save(tmp_path)
     proc = _saver(tmp_path, env={"TOE_STORE_FAULT": stage})
-    proc.wait(timeout=300)
-    assert proc.returncode == -9, proc.stderr.read()
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == -9, err
     new = make_store(seed=2)
     new.update([0], [[1.0, 1.0, 1.0]], rule="delta")
     same(old if _expected(stage) == "old" else new, ExperienceStore.load(tmp_path))
@@ -184,7 +184,7 @@ def test_process_killed_at_random_times(tmp_path):
         assert proc.stdout.readline().strip() == "ready"
         time.sleep(float(rng.uniform(0.0, 0.5)))
         proc.kill()
-        proc.wait()
+        proc.communicate()
         loaded = ExperienceStore.load(tmp_path)
         try:
             same(new, loaded)
