@@ -370,4 +370,11 @@ class Mem0Reader:
         return out
 
     def observe(self, outcomes: Sequence[Outcome], llm: LLMBackend) -> list[dict]:
-        return observe_with(self, outcomes, llm, self.config.extraction)
+        try:
+            return observe_with(self, outcomes, llm, self.config.extraction)
+        except BackendError as exc:
+            raise BackendError(
+                f"mem0's extraction prompt (its ~34,000-character system prompt) was rejected by backend "
+                f"{getattr(llm, 'name', '?')!r}: {exc}. With a small-context model set [mem0] extraction = \"rule\" "
+                f"or give the model a larger context (llm.context)"
+            ) from exc

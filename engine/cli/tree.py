@@ -60,15 +60,15 @@ def _show(args) -> int:
     from engine.finance.tree import ExperienceTree
 
     tree = ExperienceTree.load_csv(_tree_file(args.path))
+    hc = None
+    if args.horizon is not None:
+        if args.horizon not in tree.horizons:
+            raise InputError(f"--horizon must be one of {list(tree.horizons)}, got {args.horizon}")
+        hc = tree.horizons.index(args.horizon)
     print(render(tree))
     if args.png is not None:
         from engine.finance.report import plot_tree
 
-        hc = None
-        if args.horizon is not None:
-            if args.horizon not in tree.horizons:
-                raise InputError(f"--horizon must be one of {list(tree.horizons)}, got {args.horizon}")
-            hc = tree.horizons.index(args.horizon)
         plot_tree(tree, args.png, title=f"experience tree from {args.path}", horizon_col=hc)
         print(f"drawn to {args.png}")
     return 0

@@ -84,32 +84,3 @@ def value_order(values: Iterable[Fraction]) -> tuple[Fraction, ...]:
 def fits_int64(values: Iterable[Fraction]) -> bool:
     """True when every numerator and denominator is below :data:`INT64_SAFE`."""
     return all(abs(v.numerator) < INT64_SAFE and v.denominator < INT64_SAFE for v in values)
-
-
-def pack_states(states: Sequence[Sequence[Fraction]], width: int = 4):
-    """Pack states of 1..``width`` Fractions into padded kernel arrays.
-
-    Returns ``(num i8[b, width], den i8[b, width], size i8[b])``; padding is
-    ``0/1``. Raises :class:`InputError` for an empty or too-long state or a value
-    that does not fit the kernels' int64 range.
-    """
-    b = len(states)
-    num = np.zeros((b, width), dtype=np.int64)
-    den = np.ones((b, width), dtype=np.int64)
-    size = np.zeros(b, dtype=np.int64)
-    for r, state in enumerate(states):
-        n = len(state)
-        if not 1 <= n <= width:
-            raise InputError(f"state {r} must hold 1 to {width} numbers, got {n}")
-        for c, v in enumerate(state):
-            if abs(v.numerator) >= INT64_SAFE or v.denominator >= INT64_SAFE:
-                raise InputError(f"state {r} value {v} is too large for int64 kernels")
-            num[r, c] = v.numerator
-            den[r, c] = v.denominator
-        size[r] = n
-    return num, den, size
-
-
-def unpack_state(num_row, den_row, n: int) -> tuple[Fraction, ...]:
-    """The inverse of one row of :func:`pack_states`."""
-    return tuple(Fraction(int(num_row[c]), int(den_row[c])) for c in range(int(n)))

@@ -11,7 +11,8 @@ Directory layout::
         ledger.parquet       the delayed-feedback ledger (engine.store.ledger)
         extras/NAME          artifacts written by ``extras`` callbacks (e.g. an hnswlib index)
 
-A save writes everything into ``DIR/.staging-*``, fsyncs every file and the
+A save holds an exclusive ``flock`` on ``DIR/.lock`` (a second concurrent
+saver gets :class:`PersistenceError`), writes everything into ``DIR/.staging-*``, fsyncs every file and the
 folder, renames the folder to ``ckpt-N`` (atomic), fsyncs ``DIR``, then swaps
 ``CURRENT`` with ``os.replace`` (atomic) and fsyncs again. ``CURRENT`` always
 names a complete checkpoint, so a crash at any stage leaves the previous
@@ -44,6 +45,7 @@ FORMAT = "toe-experience-store"
 SCHEMA_VERSION = 1
 CURRENT = "CURRENT"
 MANIFEST = "manifest.json"
+LOCK = ".lock"  # flock'ed by a save in progress (released by the OS if the saver dies)
 KEEP = 2
 _CKPT = re.compile(r"^ckpt-(\d{6,})$")
 _EXTRA_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
@@ -104,7 +106,8 @@ def _current_name(directory: Path) -> str | None:
 
 def _is_foreign(directory: Path) -> bool:
     for p in directory.iterdir():
-        if p.name == CURRENT or _CKPT.match(p.name) or p.name.startswith(".staging-") or p.name.startswith(f".{CURRENT}."):
+        if (p.name in (CURRENT, LOCK) or _CKPT.match(p.name) or p.name.startswith(".staging-")
+                or p.name.startswith(f".{CURRENT}.")):
             continue
         return True
     return False
@@ -152,10 +155,35 @@ def _ledger_table(ledger: FeedbackLedger):
     return pa.table({k: pa.array(np.ascontiguousarray(v)) for k, v in ledger.columns().items()})
 
 
+class _SaveLock:
+    """Exclusive ``flock`` on ``DIR/.lock`` so two savers never interleave (no-op without fcntl)."""
+
+    def __init__(self, directory: Path):
+        self.path = directory / LOCK
+        self.fd = None
+
+    def __enter__(self):
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - non-POSIX
+            return self
+        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            os.close(self.fd)
+            self.fd = None
+            raise PersistenceError(f"another process is saving into {self.path.parent} right now") from exc
+        return self
+
+    def __exit__(self, *exc):
+        if self.fd is not None:
+            os.close(self.fd)  # closing releases the lock
+        return False
+
+
 def save_store(store, directory, extras: Mapping[str, Callable[[Path], None]] | None = None) -> Path:
     """Write an atomic checkpoint of ``store`` (and its ledger and ``extras``) into ``directory``."""
-    import pyarrow.parquet as pq
-
     directory = Path(directory)
     extras = dict(extras or {})
     for name, fn in extras.items():
@@ -169,6 +197,13 @@ def save_store(store, directory, extras: Mapping[str, Callable[[Path], None]] | 
     if _is_foreign(directory):
         raise PersistenceError(
             f"{directory} holds files that are not store checkpoints; refusing to write a store there")
+    with _SaveLock(directory):
+        return _save_locked(store, directory, extras)
+
+
+def _save_locked(store, directory: Path, extras) -> Path:
+    import pyarrow.parquet as pq
+
     cur = _current_name(directory)
     existing = [int(m.group(1)) for p in directory.iterdir() if (m := _CKPT.match(p.name))]
     seq = max(existing + [0]) + 1

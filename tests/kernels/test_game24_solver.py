@@ -7,7 +7,6 @@ from collections import Counter
 from fractions import Fraction
 from functools import lru_cache
 
-import numpy as np
 import pytest
 
 from engine.game24 import all_solutions, is_solvable, solve, solve_many, solve_steps

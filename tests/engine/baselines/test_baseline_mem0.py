@@ -122,3 +122,17 @@ def test_round_trip_with_minilm():
     hits = mem.reader(mem.snapshot()).retrieve(["4 9 10 13"])[0]
     assert [h.id for h in hits] == [0] and hits[0].score > 0.5
     assert [h.id for h in mem.search_live("4 9 10 13")] == [0]
+
+
+def test_context_overflow_names_the_remedy(hashing):
+    from engine.errors import BackendError
+
+    class Small:
+        name = "local"
+
+        def generate(self, requests):
+            raise BackendError("request (8796 tokens) exceeds the available context size (2048 tokens)")
+
+    mem = Mem0Memory(Mem0Config(extraction="auto"), embedder=hashing)
+    with pytest.raises(BackendError, match=r'extraction = "rule"'):
+        mem.reader(mem.snapshot()).observe([outcome("1 2 3 4", ("x", True))], Small())

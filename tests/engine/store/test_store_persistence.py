@@ -85,7 +85,7 @@ def test_keeps_two_newest_checkpoints(tmp_path):
     st = make_store()
     for _ in range(4):
         st.save(tmp_path)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["CURRENT", "ckpt-000003", "ckpt-000004"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".lock", "CURRENT", "ckpt-000003", "ckpt-000004"]
 
 
 @pytest.mark.parametrize("stage", STAGES)
@@ -111,7 +111,7 @@ def test_failure_at_each_stage_keeps_previous_checkpoint(tmp_path, monkeypatch, 
     # the next save succeeds and cleans up
     new.save(tmp_path)
     same(new, ExperienceStore.load(tmp_path))
-    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".") and p.name != ".lock"]
 
 
 SAVER = textwrap.dedent(
@@ -298,3 +298,24 @@ def test_refuses_to_save_into_foreign_folder(tmp_path):
 def test_missing_directory(tmp_path):
     with pytest.raises(PersistenceError, match="does not exist"):
         ExperienceStore.load(tmp_path / "nope")
+
+
+def test_concurrent_save_is_refused(tmp_path):
+    import fcntl
+
+    st = make_store()
+    st.save(tmp_path)
+    fd = os.open(tmp_path / ".lock", os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # another saver holds the lock
+        with pytest.raises(PersistenceError, match="another process is saving"):
+            st.save(tmp_path)
+    finally:
+        os.close(fd)
+    assert st.save(tmp_path).name == "ckpt-000002"
+
+
+def test_bad_extras_create_nothing(tmp_path):
+    with pytest.raises(PersistenceError, match="plain file name"):
+        make_store().save(tmp_path / "new", extras={"a/b": lambda p: None})
+    assert not (tmp_path / "new").exists()
