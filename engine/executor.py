@@ -105,6 +105,17 @@ def _check_episodes(episodes: Sequence[Episode]) -> None:
         )
 
 
+def restore_state(method: Method, cursor: Cursor) -> None:
+    """Load a checkpoint's method state into ``method`` in this process (joining store shards)."""
+    if cursor.shards == 1:
+        load_method_state(method, cursor.state_dir())
+        return
+    shards = method.split(cursor.shards)
+    for k, shard in enumerate(shards):
+        load_method_state(shard, cursor.state_dir(k))
+    method.join(shards)
+
+
 @contextmanager
 def progress_bar(total: int, enabled: bool = True, desc: str = "episodes", **tqdm_kwargs) -> Iterator[Any]:
     """A tqdm bar over all episodes of a run (all workers); its ``update`` is a :data:`ProgressFn`."""
@@ -187,6 +198,10 @@ class RoundLoop:
         timing = {"round_s": [], "apply_s": [], "checkpoint_s": [], "compute_s": []}
         t_run = time.perf_counter()
         ok = False
+        if cursor is not None and first == len(batches):  # finished run: restore, start nothing
+            restore_state(method, cursor)
+            self._record_stats(timing, 0.0, first, len(results), finished=True)
+            return results
         try:
             self._start(method, llm_factory, cursor)
             for index in range(first, len(batches)):
@@ -225,12 +240,14 @@ class RoundLoop:
                 fh.write(json.dumps({"method": method.name, "run_key": run_key, **self.stats}) + "\n")
         return results
 
-    def _record_stats(self, timing: dict[str, list[float]], wall: float, first: int, n_results: int) -> None:
+    def _record_stats(self, timing: dict[str, list[float]], wall: float, first: int, n_results: int,
+                      finished: bool = False) -> None:
         n = len(timing["round_s"])
         mean = (lambda xs: float(np.mean(xs)) if xs else 0.0)
         overhead = [r - a - c - k for r, a, c, k in
                     zip(timing["round_s"], timing["apply_s"], timing["compute_s"], timing["checkpoint_s"])]
-        ran = sum(w["episodes"] for w in self._worker_stats())
+        workers = [] if finished else self._worker_stats()
+        ran = sum(w["episodes"] for w in workers)
         self.stats = {
             "executor": self.name,
             "rounds": n,
@@ -243,7 +260,7 @@ class RoundLoop:
             "round_overhead_s": mean(overhead),  # round wall - slowest worker's compute - barrier - checkpoint
             "barrier_apply_s": mean(timing["apply_s"]),
             "checkpoint_s": mean(timing["checkpoint_s"]),
-            "workers": self._worker_stats(),
+            "workers": workers,
         }
 
     def close(self) -> None:

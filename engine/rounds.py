@@ -16,6 +16,13 @@ run in *rounds* of ``round_size``:
 
 Round size 1 is exactly the sequential run. Within a round, episodes do not see
 each other's experience (staleness of at most ``round_size - 1`` episodes).
+
+Arrays may arrive read-only: the snapshot given to ``run_episodes`` always is
+(zero-copy views of Ray's object store; the local executor freezes them too),
+and on Ray so are the ``updates`` arrays given to ``apply``: copy before
+writing. The method object itself is pickled to Ray workers once per run, so
+``run_episodes`` must read experience only from the snapshot. Executors live in
+:mod:`engine.executor` (local) and :mod:`cluster.ray_executor` (Ray).
 """
 
 from __future__ import annotations

@@ -30,6 +30,11 @@ def to_fraction(value, name: str = "number") -> Fraction:
     ``"-2"``, ``"13/3"`` or ``"1.5"`` (decimals are read exactly). Floats are
     refused because they are rarely what the caller meant to be exact.
     """
+    t = type(value)
+    if t is Fraction:
+        return value
+    if t is int:
+        return Fraction(value)
     if isinstance(value, bool):
         raise InputError(f"{name} must be an integer or a fraction, got bool {value!r}")
     if isinstance(value, (Integral, np.integer)):

@@ -89,7 +89,6 @@ _MINUS_CHARS = "−–—‐"
 _NUM = r"\d+(?:\.\d+)?"
 _LITERAL = re.compile(rf"^\(?\s*(-?\s?{_NUM})(?:/({_NUM}))?\s*\)?$")
 _STEP_PREFIX = re.compile(r"^\s*(?:step\s*\d+\s*[:.)]|\d+[.)](?=\s)|[-*•>](?=\s))\s*", re.IGNORECASE)
-_LEFT = re.compile(r"[(\[{]?\s*(?:numbers\s+)?left\s*:?\s*(.*)$", re.IGNORECASE)
 
 
 def _normalise(text: str) -> str:
@@ -337,7 +336,10 @@ def _cut_trailing(expr: str) -> str:
 
 
 def _literal(text: str) -> Fraction | None:
-    m = _LITERAL.fullmatch(text.strip())
+    text = text.strip()
+    if text.isascii() and text.isdigit():
+        return Fraction(int(text))
+    m = _LITERAL.fullmatch(text)
     if not m:
         return None
     num = Fraction(m.group(1).replace(" ", ""))

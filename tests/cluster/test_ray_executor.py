@@ -118,7 +118,7 @@ def test_worker_killed_mid_round_is_retried_and_applied_once(two_workers):
 
     episodes = EPISODES[:12]
     want = local_run(episodes)
-    m = ToyMethod(think_s=0.5)
+    m = ToyMethod(think_s=0.8)
     ex = two_workers
     ex.store_shards = 1
     ex.rounds_done = 0  # before the killer starts watching it
@@ -128,7 +128,9 @@ def test_worker_killed_mid_round_is_retried_and_applied_once(two_workers):
         deadline = time.time() + 60
         while ex.rounds_done < 1 and time.time() < deadline:
             time.sleep(0.01)
-        time.sleep(0.15)  # round 2's shares are in their 0.5 s think time
+        while not ex.pool._future_to_task and time.time() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.3)  # round 2's shares are in their 0.8 s think time
         ray.kill(ex.workers[0], no_restart=False)
         killed.append(ex.rounds_done)
 
@@ -185,3 +187,9 @@ def test_killed_driver_resumes_to_the_uninterrupted_run(ray_cluster, two_workers
     assert ex.stats["episodes_run"] == len(EPISODES) - ROUND * done
     assert_same_run((m, got), want)
     assert_applied_once(m, EPISODES)
+    # rerunning the finished run joins the two shard checkpoints in the driver and starts no actor
+    m2 = ToyMethod()
+    fresh = RayExecutor(workers=2, store_shards=2)
+    again = fresh.run(m2, EPISODES, ToyLLMFactory(), ROUND, checkpoint_dir=ckpt)
+    assert not fresh.workers and not fresh.stores
+    assert_same_run((m2, again), want)

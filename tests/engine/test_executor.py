@@ -249,8 +249,14 @@ def test_resume_after_crash_equals_uninterrupted(tmp_path, every):
     assert_applied_once(m2, EPISODES)
     # a finished run resumes to the same results without running anything
     m3 = ToyMethod()
-    again = LocalExecutor(checkpoint_every=every).run(m3, EPISODES, ToyLLMFactory(), 4, checkpoint_dir=tmp_path)
+    ex3 = LocalExecutor(checkpoint_every=every)
+
+    def no_llm():
+        raise AssertionError("a finished run must not build an LLM backend")
+
+    again = ex3.run(m3, EPISODES, no_llm, 4, checkpoint_dir=tmp_path)
     assert_same_run((m3, again), want)
+    assert ex3.stats["rounds"] == 0 and ex3.stats["episodes"] == 24
 
 
 def test_checkpoint_of_another_run_is_refused(tmp_path):

@@ -67,7 +67,7 @@ def test_config_errors():
     with pytest.raises(ConfigError, match="data.news and data.prices"):
         load_finance_config({"data": {"source": "files"}})
     with pytest.raises(ConfigError, match="evaluable trading days"):
-        run({**TINY, "synthetic": {"n_industries": 3, "n_days": 3}}, RunOptions(config_path=Path("x"), progress=False))
+        run({**TINY, "protocol": {"max_days": 2}}, RunOptions(config_path=Path("x"), progress=False))
 
 
 def test_shipped_config_parses():

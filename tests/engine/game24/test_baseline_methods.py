@@ -207,3 +207,22 @@ def test_updates_do_not_depend_on_the_worker_split(name, hashing_embedder):
         assert a.record["calls"] == b.record["calls"] and a.record["success_any"] == b.record["success_any"]
         assert a.updates.keys() == b.updates.keys()
         assert all(np.array_equal(a.updates[k], b.updates[k]) for k in a.updates)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_hooks_survive_pickling_for_remote_workers(name, hashing_embedder):
+    """Ray ships the method to workers: a copy reads the same snapshot into the same prompts."""
+    import pickle
+
+    if name == "mem0":
+        pytest.importorskip("mem0")
+    method = make_baseline_method(name, {"extraction": "rule"}, embedder=hashing_embedder)
+    _run(method, _episodes(PUZZLES[:2]), Scripted())
+    snap = method.snapshot()
+    copy = pickle.loads(pickle.dumps(method))
+    eps = _episodes([(4, 9, 10, 13)], phase="test", start=2)
+    a, b = Scripted(), Scripted()
+    ra = method.run_episodes(snap, eps, a)
+    rb = copy.run_episodes(snap, eps, b)
+    assert [r.prompt for r in a.requests] == [r.prompt for r in b.requests]
+    assert ra[0].record["n_retrieved"] == rb[0].record["n_retrieved"]

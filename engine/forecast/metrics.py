@@ -1,0 +1,168 @@
+"""Prophet Arena metrics and the reference rows that need no model.
+
+* Brier score of one question: the mean over its listed markets of
+  ``(p_i - o_i)^2`` (each Kalshi market is a binary Yes/No contract); a
+  category's Brier is the mean over its questions, and the reported average is
+  the mean over categories (paper Table 1 layout, lower is better).
+* Accuracy (Prophet Arena): the fraction of markets where ``p_i >= 0.5``
+  agrees with ``o_i``, averaged per question then over questions. FutureX
+  accuracy is exact match after :func:`engine.forecast.data.normalise_answer`.
+* Market return: Prophet Arena's "Average Return" (Yang et al., 2025,
+  *LLM-as-a-Prophet: Understanding Predictive Intelligence with Prophet Arena*,
+  arXiv:2510.17638; prophetarena.co leaderboard: "the expected profit of an
+  optimal betting strategy based on the prediction, under the market conditions
+  at the time of prediction"). We implement its risk-neutral case: with $1 per
+  event, a risk-neutral bettor holding beliefs ``p`` buys the Yes contract with
+  the largest expected gross return ``p_i / q_i`` at the ask price
+  ``q_i = yes_ask / 100`` (contracts priced outside (0, 1) cannot be bought);
+  the realised gross return is ``o_i / q_i`` (0 when the contract loses). An
+  event with no buyable contract scores 1 (the dollar is kept). The upstream
+  scoring code was not reachable from here; this is our reading of the
+  published definition.
+
+Reference predictors: No Information (uniform: 0.5 on every market; the paper's
+own "No Information" row is a model without search, a different thing) and
+Market (the implied probability ``(yes_bid + yes_ask) / 200`` at the snapshot;
+a market absent from ``market_data`` gets 0.5).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Mapping, Sequence
+
+import numpy as np
+
+from engine.errors import InputError
+from engine.forecast.data import Question
+
+Probs = Mapping[str, float]
+
+
+def probs_vector(probs: Probs, q: Question) -> np.ndarray:
+    """``f8[m]`` probabilities in the order of ``q.markets``; missing names or values outside [0, 1] raise."""
+    missing = [m for m in q.markets if m not in probs]
+    if missing:
+        raise InputError(f"question {q.qid}: probabilities missing for markets {missing[:5]}")
+    p = np.array([float(probs[m]) for m in q.markets], dtype=np.float64)
+    if not np.all(np.isfinite(p)) or p.min() < 0.0 or p.max() > 1.0:
+        raise InputError(f"question {q.qid}: probabilities must be in [0, 1], got {p.tolist()[:8]}")
+    return p
+
+
+def outcome_vector(q: Question) -> np.ndarray:
+    """``f8[m]`` resolved outcomes (1 = Yes) in the order of ``q.markets``."""
+    return np.array([q.outcome[m] for m in q.markets], dtype=np.float64)
+
+
+def brier(probs: Probs, q: Question) -> float:
+    """Mean over markets of (p_i - o_i)^2."""
+    p, o = probs_vector(probs, q), outcome_vector(q)
+    return float(np.mean((p - o) ** 2))
+
+
+def accuracy(probs: Probs, q: Question) -> float:
+    """Fraction of markets where the thresholded forecast (p >= 0.5) equals the outcome."""
+    p, o = probs_vector(probs, q), outcome_vector(q)
+    return float(np.mean((p >= 0.5) == (o == 1.0)))
+
+
+def yes_ask_prices(q: Question) -> np.ndarray:
+    """``f8[m]`` Yes ask prices in dollars (NaN where the market has no quote)."""
+    out = np.full(len(q.markets), np.nan)
+    for i, m in enumerate(q.markets):
+        quote = q.market_data.get(m)
+        if quote is not None and quote.get("yes_ask") is not None:
+            out[i] = float(quote["yes_ask"]) / 100.0
+    return out
+
+
+def market_return(probs: Probs, q: Question) -> float:
+    """Gross return of $1 bet by a risk-neutral bettor on argmax_i p_i / ask_i (see module doc)."""
+    p, o = probs_vector(probs, q), outcome_vector(q)
+    ask = yes_ask_prices(q)
+    ok = np.isfinite(ask) & (ask > 0.0) & (ask < 1.0)
+    if not ok.any():
+        return 1.0
+    ratio = np.where(ok, p / np.where(ok, ask, 1.0), -np.inf)
+    i = int(np.argmax(ratio))
+    return float(o[i] / ask[i])
+
+
+def uniform_probs(q: Question) -> dict[str, float]:
+    """No Information reference: 0.5 on every market."""
+    return {m: 0.5 for m in q.markets}
+
+
+def market_probs(q: Question) -> dict[str, float]:
+    """Market reference: (yes_bid + yes_ask) / 200 at the snapshot, clipped to [0, 1]; 0.5 if unquoted."""
+    out = {}
+    for m in q.markets:
+        quote = q.market_data.get(m) or {}
+        bid, ask = quote.get("yes_bid"), quote.get("yes_ask")
+        if bid is None or ask is None:
+            out[m] = 0.5
+        else:
+            out[m] = float(min(1.0, max(0.0, (float(bid) + float(ask)) / 200.0)))
+    return out
+
+
+@dataclass(frozen=True)
+class Row:
+    """One method's scores: per category and averaged over categories."""
+
+    method: str
+    brier: dict  # category -> mean Brier
+    accuracy: dict
+    market_return: dict
+    n: dict  # category -> number of questions scored
+    failed: int = 0  # questions whose answer was unusable (scored with the fallback, see agent)
+
+    @property
+    def avg_brier(self) -> float:
+        return float(np.mean(list(self.brier.values()))) if self.brier else float("nan")
+
+    @property
+    def avg_accuracy(self) -> float:
+        return float(np.mean(list(self.accuracy.values()))) if self.accuracy else float("nan")
+
+    @property
+    def avg_return(self) -> float:
+        return float(np.mean(list(self.market_return.values()))) if self.market_return else float("nan")
+
+
+def score(method: str, questions: Sequence[Question], predictions: Sequence[Probs], failed: int = 0) -> Row:
+    """Per-category means of Brier, accuracy and market return over ``questions``."""
+    if len(questions) != len(predictions):
+        raise InputError(f"score: {len(questions)} questions but {len(predictions)} predictions")
+    acc: dict[str, list] = {}
+    for q, p in zip(questions, predictions):
+        acc.setdefault(q.category, []).append((brier(p, q), accuracy(p, q), market_return(p, q)))
+    cats = sorted(acc)
+    return Row(
+        method=method,
+        brier={c: float(np.mean([x[0] for x in acc[c]])) for c in cats},
+        accuracy={c: float(np.mean([x[1] for x in acc[c]])) for c in cats},
+        market_return={c: float(np.mean([x[2] for x in acc[c]])) for c in cats},
+        n={c: len(acc[c]) for c in cats}, failed=failed,
+    )
+
+
+def reference_rows(questions: Sequence[Question]) -> list[Row]:
+    """No Information (uniform) and Market rows on every question given."""
+    refs: list[tuple[str, Callable]] = [("No Information (uniform)", uniform_probs), ("Market", market_probs)]
+    return [score(name, questions, [f(q) for q in questions]) for name, f in refs]
+
+
+def format_table(rows: Sequence[Row], metric: str = "brier", digits: int = 4) -> str:
+    """Markdown table: one row per method, one column per category, then Avg. and n."""
+    cats = sorted({c for r in rows for c in getattr(r, metric)})
+    head = "| Method | " + " | ".join(cats) + " | Avg. |"
+    sep = "|---" * (len(cats) + 2) + "|"
+    lines = [head, sep]
+    for r in rows:
+        vals = getattr(r, metric)
+        avg = {"brier": r.avg_brier, "accuracy": r.avg_accuracy, "market_return": r.avg_return}[metric]
+        cells = [f"{vals[c]:.{digits}f}" if c in vals else "-" for c in cats]
+        lines.append(f"| {r.method} | " + " | ".join(cells) + f" | {avg:.{digits}f} |")
+    return "\n".join(lines)
