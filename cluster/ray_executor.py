@@ -248,8 +248,8 @@ class RayExecutor(RoundLoop):
         return [worker_stats(f"ray-{i}", w["episodes"], w["busy_s"], w["llm_calls"], retried[i])
                 for i, w in enumerate(getattr(self, "_per_worker", []))]
 
-    def _record_stats(self, timing, wall, first, n_results):
-        super()._record_stats(timing, wall, first, n_results)
+    def _record_stats(self, timing, wall, first, n_results, finished=False):
+        super()._record_stats(timing, wall, first, n_results, finished)
         store = getattr(self, "_store_apply", [])
         self.stats["store_apply_s"] = float(np.mean(store)) if store else 0.0
         self.stats["store_shards"] = self.store_shards

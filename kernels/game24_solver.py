@@ -34,8 +34,8 @@ UNKNOWN = 2
 # ops of a move on (a, b) = (state[i], state[j])
 OP_ADD, OP_SUB, OP_RSUB, OP_MUL, OP_DIV, OP_RDIV = 0, 1, 2, 3, 4, 5
 N_OPS = 6
-# search order: a <= b in a canonical state (when both are positive), so b - a and
-# b / a come first and found solutions prefer non-negative, >= 1 intermediates
+# search order: in a canonical state a <= b for integers (rows sort by (num, den)), so
+# b - a and b / a come first and found solutions prefer non-negative, >= 1 intermediates
 OP_ORDER = np.array([OP_ADD, OP_MUL, OP_RSUB, OP_RDIV, OP_SUB, OP_DIV], dtype=np.int64)
 # operator codes in extracted steps: x SYMBOL y = r
 SYM_ADD, SYM_SUB, SYM_MUL, SYM_DIV = 0, 1, 2, 3

@@ -116,6 +116,10 @@ def reliability_truth(method: PipeToE, truth: dict) -> dict:
 
 def run(config: dict, options) -> int:
     t_start = time.perf_counter()
+    if getattr(options, "executor", "local") != "local":
+        raise ConfigError(
+            f"task 'finance' runs day by day in one process (each day's merges need the LLM before the next "
+            f"day); --executor must be 'local', got {options.executor!r}")
     cfg = load_finance_config(config)
     load_llm_config(config.get("llm"))  # validate before any work
     embedder = embedder_from_table(config.get("embed"))

@@ -208,7 +208,8 @@ def run(config: dict, options) -> int:
             rec = dict(r.record)
             rec.update(method=name, seed=seed, backend=llm_cfg.backend)
             records.append(rec)
-        model = model or _model_name(llm_cfg)
+        model = model or next((str(r.record.get("model") or "") for r in results if r.record.get("model")), "")
+    model = model or _model_name(llm_cfg)
 
     summary = metrics.summarize(records, "test", exp.methods)
     for rec in summary:

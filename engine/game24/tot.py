@@ -390,7 +390,9 @@ class ToTMethod:
         results = []
         for run, (outputs, verdicts), trace, upd in zip(runs, finals, traces, updates):
             usage = metered.meter.per_episode.get(run.key, Usage())
-            results.append(EpisodeResult(run.episode.episode_id, _record(self, run, trace, usage, wall), upd))
+            rec = _record(self, run, trace, usage, wall)
+            rec["model"] = str(getattr(llm, "model", ""))
+            results.append(EpisodeResult(run.episode.episode_id, rec, upd))
         return results
 
     def apply(self, results: Sequence[EpisodeResult]) -> None:

@@ -191,3 +191,24 @@ def test_memo_is_shared_and_reused():
     assert memo.size == first > 200
     with pytest.raises(ValueError, match="power of two"):
         SolverMemo(capacity=1000)
+
+
+@pytest.mark.parametrize(
+    "a, b",
+    [
+        (Fraction(2**21), Fraction(24, 2**21)),  # beyond the cross-product fast path: a * b
+        (Fraction(2**25 + 24), Fraction(2**25)),  # a - b
+        (Fraction(48 * 2**22, 7), Fraction(2 * 2**22, 7)),  # a / b
+        (Fraction(2**21), Fraction(2**21 + 1)),  # no move gives 24
+        (Fraction(-5, 3), Fraction(77, 3)),  # fast path: a + b
+        (Fraction(3, 7), Fraction(72, 7)),  # fast path: b / a
+        (Fraction(0), Fraction(24)),  # 0 + 24; 24 / 0 is not a move
+    ],
+)
+def test_solve_pair_matches_reference(a, b):
+    (x, y) = sorted((a, b))
+    mv = ks.solve_pair(x.numerator, x.denominator, y.numerator, y.denominator)
+    assert (mv >= 0) == ref_solvable((x, y))
+    if mv >= 0:
+        st, rn, rd = ks.apply_op(x.numerator, x.denominator, y.numerator, y.denominator, mv % 8)
+        assert st == 0 and (rn, rd) == (24, 1)

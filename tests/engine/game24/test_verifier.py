@@ -184,7 +184,7 @@ def test_malformed_calls_raise():
         V.evaluate("1 +")
 
 
-ALPHABET = "0123456789 +-*/x×÷()[]=.:,leftAnswr\n"
+ALPHABET = "0123456789 +-*/x×÷()[]=.:,leftAnswr\n²٣½−·{}*_`$"
 
 
 @settings(max_examples=400, deadline=None)

@@ -1,0 +1,150 @@
+"""Cutoff-aware search: a local corpus (BM25 + embeddings) and the web-search provider interface.
+
+The paper's Tavily web search (C.4: results restricted to content published
+before the question's cutoff, top 4 per query) is not reachable here. The
+local :class:`CorpusSearch` plays its role over source documents, each of which
+carries ``available_at``, the time it became available. A query with cutoff
+``tau`` only ever sees documents with ``available_at <= tau`` (paper eq. 1,
+``Search(s_t, E_{<=tau_q})``); the filter is applied before ranking, so no
+later document can enter the top-k. For Prophet Arena a source's availability
+is its row's snapshot time, so one question's sources cannot leak into an
+earlier question.
+
+Ranking: BM25 (rank-bm25's Okapi) and cosine similarity of embeddings
+(engine.embed + engine.index.NodeIndex, labels = document ids), fused by
+reciprocal rank (``1 / (60 + rank)`` summed over the two lists).
+
+Real web search plugs in through :class:`SearchProvider`: anything with
+``search(query, cutoff, k) -> list[SearchResult]``. :class:`CutoffGuard` wraps
+any provider and drops results whose ``available_at`` is unknown or after the
+cutoff, so a provider that ignores the date filter still cannot leak. A Tavily
+or Firecrawl adapter is a class with that one method (call the API with its
+end-date parameter, map each hit to a SearchResult with its published date).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Protocol, Sequence, runtime_checkable
+
+import numpy as np
+
+from engine.errors import InputError
+from engine.forecast.data import Question
+
+_TOKEN = re.compile(r"[a-z0-9]+")
+
+
+def tokenize(text: str) -> list[str]:
+    return _TOKEN.findall(text.lower())
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """One retrieved item, normalised (B.1): what goes into an item's raw_data.json."""
+
+    doc_id: int
+    title: str
+    url: str
+    content: str
+    available_at: datetime
+    score: float = 0.0
+    origin: str = ""  # e.g. the submission_id whose sources held this document
+
+
+@runtime_checkable
+class SearchProvider(Protocol):
+    """Any search backend: at most ``k`` results, each available at or before ``cutoff``."""
+
+    def search(self, query: str, cutoff: datetime, k: int) -> list[SearchResult]: ...
+
+
+@dataclass
+class CorpusSearch:
+    """Local hybrid BM25 + embedding search with a hard availability cutoff."""
+
+    docs: list[SearchResult]
+    embedder: object | None = None  # engine.embed Embedder; None = BM25 only
+    _times: np.ndarray = field(init=False, repr=False)  # f8[n] POSIX seconds
+
+    def __post_init__(self):
+        from rank_bm25 import BM25Okapi
+
+        if not self.docs:
+            raise InputError("CorpusSearch needs at least one document, got 0")
+        for i, d in enumerate(self.docs):
+            if d.doc_id != i:
+                raise InputError(f"documents must have doc_id == position; docs[{i}].doc_id = {d.doc_id}")
+            if d.available_at is None or d.available_at.tzinfo is None:
+                raise InputError(f"docs[{i}].available_at must be a timezone-aware datetime, got {d.available_at!r}")
+        self._times = np.array([d.available_at.timestamp() for d in self.docs], dtype=np.float64)
+        self._bm25 = BM25Okapi([tokenize(d.title + " " + d.content) or ["_"] for d in self.docs])
+        self._index = None
+        if self.embedder is not None:
+            from engine.index import NodeIndex
+
+            vecs = self.embedder.embed([d.title + "\n" + d.content for d in self.docs])
+            self._index = NodeIndex(int(vecs.shape[1]))
+            self._index.add(np.arange(len(self.docs), dtype=np.int64), vecs)
+
+    def available(self, cutoff: datetime) -> np.ndarray:
+        """``i8[c]`` ids of documents available at or before ``cutoff``."""
+        return np.flatnonzero(self._times <= cutoff.timestamp()).astype(np.int64)
+
+    def search(self, query: str, cutoff: datetime, k: int = 4) -> list[SearchResult]:
+        if k < 1:
+            raise InputError(f"k must be >= 1, got {k}")
+        if cutoff.tzinfo is None:
+            raise InputError(f"cutoff must be timezone-aware, got {cutoff!r}")
+        cand = self.available(cutoff)
+        if cand.size == 0:
+            return []
+        fused = np.zeros(len(self.docs), dtype=np.float64)
+        bm = np.asarray(self._bm25.get_scores(tokenize(query) or ["_"]), dtype=np.float64)[cand]
+        order = cand[np.argsort(-bm, kind="stable")]
+        fused[order] += 1.0 / (60.0 + np.arange(1, order.size + 1))
+        if self._index is not None:
+            qv = self.embedder.embed([query])[0]
+            ids, _ = self._index.search(qv, k=int(min(cand.size, max(4 * k, 16))), within=cand)
+            ids = ids[ids >= 0]
+            fused[ids] += 1.0 / (60.0 + np.arange(1, ids.size + 1))
+        top = cand[np.argsort(-fused[cand], kind="stable")]
+        out, seen = [], set()
+        for i in top:
+            d = self.docs[int(i)]
+            key = d.url or d.content
+            if key in seen:
+                continue
+            seen.add(key)
+            out.append(SearchResult(d.doc_id, d.title, d.url, d.content, d.available_at, float(fused[i]), d.origin))
+            if len(out) == k:
+                break
+        return out
+
+
+@dataclass
+class CutoffGuard:
+    """Wraps any provider; drops results with unknown or later availability than the cutoff."""
+
+    inner: SearchProvider
+    dropped: int = 0
+
+    def search(self, query: str, cutoff: datetime, k: int = 4) -> list[SearchResult]:
+        out = []
+        for r in self.inner.search(query, cutoff, k):
+            if r.available_at is None or r.available_at > cutoff:
+                self.dropped += 1
+                continue
+            out.append(r)
+        return out[:k]
+
+
+def corpus_from_questions(questions: Sequence[Question], embedder=None) -> CorpusSearch:
+    """One document per source of every question; available at its row's snapshot time."""
+    docs = []
+    for q in questions:
+        for s in q.sources:
+            docs.append(SearchResult(len(docs), s.title, s.url, s.summary, q.snapshot_time, 0.0, q.qid))
+    return CorpusSearch(docs, embedder)
