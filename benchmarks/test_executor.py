@@ -107,11 +107,11 @@ def test_executor_throughput(benchmark, ray_cluster, workload):
     lines = [f"episodes={EPISODES} round_size={ROUND} repeats={REPEATS} (Game-of-24 ToT+ToE, SIMULATED policy), "
              f"load average before: {os.getloadavg()[0]:.1f}",
              "| executor | episodes/s | x local | round s | round overhead s | barrier apply s | "
-             "store apply s | per worker: episodes, episodes/s (busy), LLM calls |",
+             "store apply s | per worker: episodes, episodes/s (busy), CPU share (cpu_s/busy_s), LLM calls |",
              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for key, st in RESULTS.items():
-        per = "; ".join(f"{w['worker']}: {w['episodes']}, {w['episodes_per_s']:.1f}, {w['llm_calls']}"
-                        for w in st["workers"])
+        per = "; ".join(f"{w['worker']}: {w['episodes']}, {w['episodes_per_s']:.1f}, "
+                        f"{w['cpu_s'] / w['busy_s']:.2f}, {w['llm_calls']}" for w in st["workers"])
         lines.append(f"| {key} | {st['episodes_per_s']:.2f} | {st['episodes_per_s'] / ref['episodes_per_s']:.2f} | "
                      f"{st['round_s']:.3f} | {st['round_overhead_s']:.4f} | {st['barrier_apply_s']:.4f} | "
                      f"{st.get('store_apply_s', st['barrier_apply_s']):.4f} | {per} |")

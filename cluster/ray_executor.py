@@ -200,7 +200,8 @@ class RayExecutor(RoundLoop):
         ray.get(ready)
         self._startup_s = time.perf_counter() - t0  # process start, LLM backend build: not per-round cost
         self.pool = EpisodePool(self.workers, self.max_restarts, self.max_attempts)
-        self._per_worker = [{"episodes": 0, "busy_s": 0.0, "llm_calls": 0} for _ in range(self.n_workers)]
+        self._per_worker = [{"episodes": 0, "busy_s": 0.0, "cpu_s": 0.0, "llm_calls": 0}
+                            for _ in range(self.n_workers)]
         self._store_apply: list[float] = []
 
     def _run_round(self, index, batch, progress):
@@ -217,6 +218,7 @@ class RayExecutor(RoundLoop):
             w = self._per_worker[st["worker"]]
             w["episodes"] += st["episodes"]
             w["busy_s"] += st["busy_s"]
+            w["cpu_s"] += st["cpu_s"]
             w["llm_calls"] += st["llm_calls"]
             busiest[st["worker"]] = busiest.get(st["worker"], 0.0) + st["busy_s"]
             if progress is not None:
@@ -245,7 +247,7 @@ class RayExecutor(RoundLoop):
 
     def _worker_stats(self) -> list[dict[str, Any]]:
         retried = getattr(getattr(self, "pool", None), "retried", [0] * self.n_workers)
-        return [worker_stats(f"ray-{i}", w["episodes"], w["busy_s"], w["llm_calls"], retried[i])
+        return [worker_stats(f"ray-{i}", w["episodes"], w["busy_s"], w["llm_calls"], retried[i], w["cpu_s"])
                 for i, w in enumerate(getattr(self, "_per_worker", []))]
 
     def _record_stats(self, timing, wall, first, n_results, finished=False):

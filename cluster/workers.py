@@ -50,7 +50,7 @@ class EpisodeWorker:
         resolve it per call): fetched on the first share of a run, or after a restart.
         The method brings code and config; experience is read only from the snapshot.
         """
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         key = method_ref[0].hex()
         if key != self._method_key:
             self.method, self._method_key = ray.get(method_ref[0]), key
@@ -61,7 +61,8 @@ class EpisodeWorker:
             snapshot = self.method.merge_snapshots(snapshot_parts)
         results = self.method.run_episodes(snapshot, list(episodes), self.llm)
         stats = {"worker": self.index, "episodes": len(episodes), "busy_s": time.perf_counter() - t0,
-                 "llm_calls": self.llm.meter.total.calls - calls0, "pid": os.getpid()}
+                 "cpu_s": time.process_time() - c0, "llm_calls": self.llm.meter.total.calls - calls0,
+                 "pid": os.getpid()}
         return results, stats
 
     def pid(self) -> int:

@@ -273,9 +273,15 @@ class RoundLoop:
         self.close()
 
 
-def worker_stats(name: str, episodes: int, busy_s: float, llm_calls: int, retried: int = 0) -> dict[str, Any]:
-    """One worker's throughput record, as it appears in ``executor.stats["workers"]``."""
-    return {"worker": name, "episodes": episodes, "busy_s": busy_s,
+def worker_stats(name: str, episodes: int, busy_s: float, llm_calls: int, retried: int = 0,
+                 cpu_s: float = 0.0) -> dict[str, Any]:
+    """One worker's throughput record, as it appears in ``executor.stats["workers"]``.
+
+    ``busy_s`` is wall time inside ``run_episodes``; ``cpu_s`` the CPU time the worker's
+    process got meanwhile (``cpu_s / busy_s`` well under 1 on a CPU-bound backend: the
+    worker was starved of CPU, not slowed by the executor).
+    """
+    return {"worker": name, "episodes": episodes, "busy_s": busy_s, "cpu_s": cpu_s,
             "episodes_per_s": episodes / busy_s if busy_s > 0 else 0.0, "llm_calls": llm_calls,
             "retried_chunks": retried}
 
@@ -290,16 +296,18 @@ class LocalExecutor(RoundLoop):
         self._llm = MeteredBackend(llm_factory())
         self._episodes = 0
         self._busy = 0.0
+        self._cpu = 0.0
         if cursor is not None:
             load_method_state(method, cursor.state_dir())
 
     def _run_round(self, index, batch, progress):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         snap = freeze(self._method.snapshot())
         out = self._method.run_episodes(snap, batch, self._llm)
         dt = time.perf_counter() - t0
         self._round_compute = dt
         self._busy += dt
+        self._cpu += time.process_time() - c0
         self._episodes += len(batch)
         if progress is not None:
             progress(len(batch))
@@ -316,7 +324,7 @@ class LocalExecutor(RoundLoop):
     def _worker_stats(self):
         if not hasattr(self, "_llm"):
             return []
-        return [worker_stats("local-0", self._episodes, self._busy, self._llm.meter.total.calls)]
+        return [worker_stats("local-0", self._episodes, self._busy, self._llm.meter.total.calls, 0, self._cpu)]
 
 
 @dataclass(frozen=True)

@@ -50,6 +50,10 @@ class PendingFeedback:
         self._entries.append(e)
         return e
 
+    def peek(self, today: int) -> list[Entry]:
+        """The entries :meth:`due` would return, without removing them (compute first, then commit)."""
+        return [e for e in self._entries if e.due <= today]
+
     def due(self, today: int) -> list[Entry]:
         """Remove and return the entries with ``due <= today`` (their returns are known), oldest first."""
         ready = [e for e in self._entries if e.due <= today]

@@ -55,8 +55,10 @@ class PipeToE(FinanceMethod):
 
     # ------------------------------------------------------------------ stages
     def _apply_feedback(self, day, llm) -> None:
-        entries = [e for e in self.ledger.due(day) if e.eids]
+        # a failed update (bad reward, backend error) must change nothing: peek, apply, then pop
+        entries = [e for e in self.ledger.peek(day) if e.eids]
         if not entries:
+            self.ledger.due(day)
             return
         alpha = self.ctx.market.alpha
         tree = self.tree
@@ -70,6 +72,7 @@ class PipeToE(FinanceMethod):
                     rewards.append(r)
             tree.formula_update(eids, hcols, rewards)  # ToE eq. (A6), entry order
             self.applied_updates += len(eids)
+            self.ledger.due(day)
             return
         reqs, shown = [], []
         for e in entries:
@@ -93,6 +96,7 @@ class PipeToE(FinanceMethod):
                     deltas.append(new[eid] - q)  # eq. (10) as a delta on the value the LLM saw
         self.tree.delta_update(eids, hcols, deltas)
         self.applied_updates += len(eids)
+        self.ledger.due(day)
 
     def _route(self, day, llm, pairs) -> None:
         ctx = self.ctx

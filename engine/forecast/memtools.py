@@ -153,7 +153,7 @@ class ProceduralStore:
 
     def _write_manifest(self, m: dict) -> None:
         tmp = self.manifest_path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(m, indent=1, sort_keys=True), encoding="utf-8")
+        tmp.write_text(json.dumps(m, indent=1), encoding="utf-8")
         os.replace(tmp, self.manifest_path)
 
     def state_fingerprint(self) -> str:

@@ -8,6 +8,7 @@ the expression behind each number) accept it; answers are checked by
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 from typing import Sequence
 
@@ -22,11 +23,20 @@ def _core_step_ok(line: str, numbers: tuple) -> bool:
     return bool(_core_verify_step(line, numbers).ok)
 
 
+_ENUM = re.compile(r"^\s*(?:[-*\u2022]\s+|\d+\s*[.)]\s+|step\s*\d+\s*[:.)]\s*)", re.IGNORECASE)
+
+
+def normalise_step(line: str) -> str:
+    """A model's step line without list markup (``"1. "``, ``"- "``, ``"Step 2: "``) or surrounding spaces."""
+    return _ENUM.sub("", line.strip(), count=1).strip()
+
+
 def step_ok(branch: Branch, line: str) -> Branch | None:
-    """The branch after ``line`` if the exact verifier accepts the step, else None.
+    """The branch after ``line`` (list markup stripped) if the exact verifier accepts the step, else None.
 
     Both checks are pure functions of (state, line) and are memoized.
     """
+    line = normalise_step(line)
     nxt = apply_step(branch, line)
     if nxt is None or not _core_step_ok(line.strip(), branch.numbers):
         return None

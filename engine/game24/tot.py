@@ -58,7 +58,7 @@ from engine.game24.hooks import (
     StepQuery,
     request_seed,
 )
-from engine.game24.trajectory import Branch, apply_steps
+from engine.game24.trajectory import Branch
 from engine.llm.base import LLMBackend, MeteredBackend, Request, Usage
 from engine.rounds import Episode, EpisodeResult, Snapshot
 
@@ -423,5 +423,7 @@ def _record(method: ToTMethod, run: _Run, trace: EpisodeTrace, usage: Usage, wal
         "n_retrieved": len(trace.retrieved),
         "n_used": len(trace.used),
         "n_rejected": len(trace.rejected),
+        "retrieved_ids": sorted({int(i) for i in trace.retrieved}),  # experiences recalled (unique)
+        "used_ids": [int(i) for i in trace.used],  # experiences whose continuation was used
         "first_output": first.strip().splitlines()[-1] if first.strip() else "",
     }

@@ -44,3 +44,10 @@ class IndexConfig:
         check(self.exact_max >= 0, f"index.exact_max must be >= 0, got {self.exact_max}")
         check(self.seed >= 0, f"index.seed must be >= 0, got {self.seed}")
         check(self.num_threads == -1 or self.num_threads >= 1, f"index.num_threads must be -1 or >= 1, got {self.num_threads}")
+
+
+def index_config_from_table(table=None, where: str = "index") -> IndexConfig:
+    """``IndexConfig`` from an ``[index]`` TOML table (None or {} = defaults); bad keys raise ConfigError."""
+    from engine.config import from_dict
+
+    return from_dict(IndexConfig, table, where)

@@ -145,7 +145,7 @@ class StoreReader:
         """Node id of child ``key`` (int key or text) under ``parent``, or -1."""
         self._check_nodes(parent, "parent")
         k = text_key(key) if isinstance(key, str) else int(key)
-        return int(KT.pk_find(self._pk_table, self._nodes["parent"], self._nodes["key"], int(parent), np.uint64(k)))
+        return int(KT.pk_find(self._pk_table, self._nodes["parent"], self._nodes["key"], int(parent), np.uint64(k & 0xFFFFFFFFFFFFFFFF)))
 
     def find_batch(self, parents, keys) -> np.ndarray:
         """``i8[b]`` node ids with (parents[i], keys[i]) or -1. keys are u8/i8[b] 64-bit keys."""

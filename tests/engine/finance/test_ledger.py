@@ -68,3 +68,27 @@ def test_toe_applies_each_update_after_its_horizon_exactly_once(small_market, em
         if d <= first_due and q.size:
             assert np.all(q == 1.0)
     assert method.applied_updates > 0
+
+
+def test_failed_update_batch_changes_nothing(small_market, embedder):
+    m = small_market
+    ctx = StreamContext(m, ProtocolConfig(horizons=m.horizons), SamplingConfig(), 0, embedder)
+    method = PipeToE(ctx, ToEConfig())
+    llm = SimulatedFinancePolicy(0)
+    days = eval_days(m).tolist()
+    for d in days[:15]:
+        method.step(d, llm)
+    due_day = min(e.due for e in method.ledger._entries if e.eids)
+    pending, q = len(method.ledger), method.tree.q.copy()
+
+    class Broken:
+        name, model = "broken", "broken"
+
+        def generate(self, requests):
+            raise RuntimeError("backend down")
+
+    method.update = "llm"
+    with pytest.raises(RuntimeError, match="backend down"):
+        method._apply_feedback(due_day, Broken())
+    assert len(method.ledger) == pending  # nothing popped: the entries will be applied later, once
+    np.testing.assert_array_equal(method.tree.q, q)

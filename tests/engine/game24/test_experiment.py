@@ -34,6 +34,7 @@ def test_tiny_end_to_end(tmp_path, capsys):
         assert (tmp_path / name).is_file(), name
     data = json.loads((tmp_path / "summary.json").read_text())
     assert data["meta"]["backend"] == "simulated" and data["meta"]["simulated"] is True
+    assert data["meta"]["model"] == "simulated-game24-v1"
     assert [m["method"] for m in data["methods"]] == ["tot", "toe"]
     for m in data["methods"]:
         assert m["seeds"] == [0, 1] and m["n_puzzles"] == 4 and m["backend"] == "simulated"

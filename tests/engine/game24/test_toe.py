@@ -127,6 +127,7 @@ def test_toe_reuses_stored_continuation_in_search():
     assert llm.batches == []  # exact match at the root supplies the whole verified continuation
     assert res.record["success_any"] and res.record["by_experience"]
     assert res.updates["hit"].tolist() == [0] and 0 in res.updates["recall"].tolist()
+    assert res.record["used_ids"] == [0] and 0 in res.record["retrieved_ids"]
     method.apply([res])
     assert method.hooks.table.cols["hit"][0] == 1
     assert (method.hooks.table.cols["hit"] <= method.hooks.table.cols["recall"]).all()

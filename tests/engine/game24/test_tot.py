@@ -212,3 +212,27 @@ def test_bad_inputs():
         as_task("1 2 3 4")
     with pytest.raises(ValueError, match="one id per continuation"):
         Retrieval(continuations=(("a",),))
+
+
+def test_step_lines_with_list_markup_are_read():
+    from engine.game24.checks import normalise_step, step_ok
+    from engine.game24.trajectory import Branch
+
+    start = Branch.start((4, 9, 10, 13))
+    for line in ("1. 13 - 9 = 4 (left: 4 4 10)", "- 13 - 9 = 4 (left: 4 4 10)", "Step 1: 13 - 9 = 4 (left: 4 4 10)"):
+        nxt = step_ok(start, line)
+        assert nxt is not None and nxt.state == "4 4 10" and nxt.lines == ("13 - 9 = 4 (left: 4 4 10)",)
+    assert normalise_step("  13 - 9 = 4 (left: 4 4 10) ") == "13 - 9 = 4 (left: 4 4 10)"
+    assert step_ok(start, "13 - 9 = 5 (left: 4 5 10)") is None
+    assert step_ok(start, "13 - 2 = 11 (left: 4 9 10 11)") is None
+
+
+def test_negative_number_at_line_start_is_not_a_bullet():
+    from fractions import Fraction as F
+
+    from engine.game24.checks import step_ok
+    from engine.game24.trajectory import Branch
+
+    b = Branch((F(-12), F(-2)), ("(1 - 13)", "(1 - 3)"))
+    nxt = step_ok(b, "-2 * -12 = 24 (left: 24)")
+    assert nxt is not None and nxt.reached_24 and nxt.answer_line() == "Answer: (1 - 3) * (1 - 13) = 24"

@@ -1,0 +1,246 @@
+"""The ForeDreamer main agent: multi-turn search-and-reason loop (paper 2.3, eqs. 1 to 3; Prompts 1 to 4).
+
+For every question in flight, turn ``t = 1..T`` (``T = turns``, default 2)
+is one batched LLM call across all questions. Before the last turn the agent
+may call ``web_search_and_process`` once (only the first call of a reply is
+executed): the cutoff-aware search returns top-``k`` items, each is written to
+its item folder, the memory-processing subagent turns them into factual memory
+(all items of all questions batched together), and the memory, cut to
+``context_chars``, is returned as the tool result. The last turn carries the
+final-turn message and answers without tools (eq. 3).
+
+Answers: Prophet Arena JSON (exact outcome names, each probability in [0, 1])
+or a FutureX ``\\boxed{}`` answer. A malformed answer gets ``answer_retries``
+repair turns; if it is still unusable the question is scored with the No
+Information (uniform) forecast (FutureX: counted wrong) and flagged
+``failed``. Nothing in the loop raises on model output.
+
+Modes: ``"foredreamer"`` (above), ``"full_text"`` (one turn, the question's own
+sources in the prompt, no search: the paper's Full Text row), ``"rag"`` (one
+turn, the top-k cutoff-filtered search results' raw content, no subagent).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
+
+from engine.config import check
+from engine.forecast import prompts
+from engine.forecast.data import FutureXItem, Question, futurex_correct
+from engine.forecast.metrics import uniform_probs
+from engine.forecast.search import SearchProvider
+from engine.forecast.subagent import write_item
+from engine.forecast.toolcalls import parse_boxed, parse_prophet_answer, parse_tool_calls
+from engine.llm.base import Request
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    """``[forecast.agent]``: the main agent's budget."""
+
+    mode: str = "foredreamer"  # foredreamer | full_text | rag
+    turns: int = 2
+    top_k: int = 4
+    context_chars: int = 30_000  # per search turn (paper C.4: 30K)
+    max_tokens: int = 512
+    temperature: float = 0.3
+    answer_retries: int = 1
+
+    def __post_init__(self):
+        check(self.mode in ("foredreamer", "full_text", "rag"),
+              f"agent.mode must be foredreamer, full_text or rag, got {self.mode!r}")
+        check(self.turns >= 1, f"agent.turns must be >= 1, got {self.turns}")
+        check(self.top_k >= 1, f"agent.top_k must be >= 1, got {self.top_k}")
+        check(self.context_chars >= 200, f"agent.context_chars must be >= 200, got {self.context_chars}")
+        check(self.max_tokens >= 16, f"agent.max_tokens must be >= 16, got {self.max_tokens}")
+        check(self.answer_retries >= 0, f"agent.answer_retries must be >= 0, got {self.answer_retries}")
+
+
+@dataclass
+class Episode:
+    """One question's rollout: messages, factual memories, answer, outcome flags."""
+
+    task: object  # Question | FutureXItem
+    messages: list = field(default_factory=list)
+    searches: list = field(default_factory=list)  # (turn, query, [item_dir, ...])
+    memories: list = field(default_factory=list)  # ItemMemory
+    raw_answer: str = ""
+    probs: dict | None = None
+    answer: str | None = None
+    failed: bool = False
+    problem: str = ""
+    done: bool = False
+
+    @property
+    def qid(self) -> str:
+        return self.task.qid
+
+    def correct(self) -> bool:
+        return isinstance(self.task, FutureXItem) and futurex_correct(self.answer, self.task)
+
+    def summary(self, max_chars: int = 4000) -> str:
+        """Main-agent rollout summary for the evolution prompts (no subagent logs)."""
+        log = "\n".join(f"[{m['role']}] {m['content'][:600]}" for m in self.messages[1:])
+        return log[-max_chars:]
+
+
+def _sources_text(q: Question, budget: int) -> str:
+    parts, used = [], 0
+    for s in q.sources:
+        block = f"[{s.ranking}] {s.title} ({s.url}): {s.summary}"
+        if used + len(block) > budget:
+            block = block[: max(0, budget - used)]
+        if block:
+            parts.append(block)
+        used += len(block)
+        if used >= budget:
+            break
+    return "\n".join(parts)
+
+
+def _task_text(task) -> str:
+    return task.text if isinstance(task, Question) else task.question
+
+
+class ForecastAgent:
+    """Runs episodes for many questions with batched LLM calls."""
+
+    def __init__(self, llm, search: SearchProvider | None, cfg: AgentConfig, workspace: str | Path,
+                 processor_factory: Callable | None = None):
+        self.llm = llm
+        self.search = search
+        self.cfg = cfg
+        self.workspace = Path(workspace)
+        self.processor_factory = processor_factory  # () -> MemoryProcessor
+        self.fallback_items = 0
+
+    # ------------------------------------------------------------------ prompts
+    def _task_prompt(self, task, bank) -> str:
+        if isinstance(task, FutureXItem):
+            return prompts.futurex_prompt(task, bank)
+        if self.cfg.mode == "full_text":
+            return prompts.prophet_prompt(task, bank, _sources_text(task, self.cfg.context_chars),
+                                          "Search is disabled in this run: use the evidence below.")
+        if self.cfg.mode == "rag":
+            return prompts.prophet_prompt(task, bank, self._rag_context(task),
+                                          "Search is disabled in this run: use the retrieved evidence below.")
+        return prompts.prophet_prompt(task, bank)
+
+    def _rag_context(self, q) -> str:
+        if self.search is None:
+            return ""
+        hits = self.search.search(q.text, q.cutoff, self.cfg.top_k)
+        text = "\n".join(f"[{h.available_at.date()}] {h.title} ({h.url}): {h.content}" for h in hits)
+        return text[: self.cfg.context_chars]
+
+    def _start(self, task, bank) -> Episode:
+        ep = Episode(task)
+        cutoff = task.cutoff.isoformat()
+        system = prompts.main_system(cutoff) if self.cfg.mode == "foredreamer" else (
+            "You are a careful forecaster. Answer in the required format.")
+        ep.messages = [{"role": "system", "content": system}, {"role": "user", "content": self._task_prompt(task, bank)}]
+        return ep
+
+    # ------------------------------------------------------------------ parsing
+    def _accept(self, ep: Episode, text: str) -> bool:
+        if isinstance(ep.task, FutureXItem):
+            ans = parse_boxed(text)
+            if ans is None:
+                ep.problem = "no \\boxed{...} answer was found"
+                return False
+            ep.answer = ans
+            return True
+        probs, problem = parse_prophet_answer(text, ep.task.markets)
+        if probs is None:
+            ep.problem = problem
+            return False
+        ep.probs = probs
+        return True
+
+    def _generate(self, eps: list[Episode], turn: int) -> list[str]:
+        reqs = [Request(messages=tuple(ep.messages), max_tokens=self.cfg.max_tokens, temperature=self.cfg.temperature,
+                        seed=turn, episode=ep.qid) for ep in eps]
+        resps = self.llm.generate(reqs)
+        return [r.texts[0] if r.completions else "" for r in resps]
+
+    # ------------------------------------------------------------------ loop
+    def run(self, tasks: Sequence, bank=()) -> list[Episode]:
+        eps = [self._start(t, bank) for t in tasks]
+        turns = self.cfg.turns if self.cfg.mode == "foredreamer" else 1
+        for turn in range(1, turns + 1):
+            active = [ep for ep in eps if not ep.done]
+            if not active:
+                break
+            final = turn == turns
+            if final:
+                for ep in active:
+                    ep.messages.append({"role": "user", "content": prompts.FINAL_TURN})
+            texts = self._generate(active, turn)
+            wants: list[tuple[Episode, str]] = []
+            for ep, text in zip(active, texts):
+                ep.messages.append({"role": "assistant", "content": text})
+                ep.raw_answer = text
+                calls = [c for c in parse_tool_calls(text) if c[0] == prompts.SEARCH_TOOL]
+                if not final and calls:
+                    query = str(calls[0][1].get("query", "") or "").strip() or _task_text(ep.task)
+                    wants.append((ep, query))
+                elif self._accept(ep, text):
+                    ep.done = True
+                elif not final:
+                    ep.messages.append({"role": "user", "content": "Continue: search once more or answer."})
+            if wants:
+                self._search_and_process(wants, turn)
+        self._repair([ep for ep in eps if not ep.done], turns)
+        return eps
+
+    def _repair(self, eps: list[Episode], turn: int) -> None:
+        for r in range(self.cfg.answer_retries):
+            eps = [ep for ep in eps if not ep.done]
+            if not eps:
+                break
+            for ep in eps:
+                ep.messages.append({"role": "user", "content": prompts.REPAIR.format(problem=ep.problem)})
+            for ep, text in zip(eps, self._generate(eps, turn + 1 + r)):
+                ep.messages.append({"role": "assistant", "content": text})
+                ep.raw_answer = text
+                ep.done = self._accept(ep, text)
+        for ep in eps:
+            if not ep.done:
+                ep.failed = True
+                ep.done = True
+                if isinstance(ep.task, Question):
+                    ep.probs = uniform_probs(ep.task)
+
+    def _search_and_process(self, wants: list[tuple[Episode, str]], turn: int) -> None:
+        per_ep: list[tuple[Episode, list]] = []
+        all_dirs = []
+        for ep, query in wants:
+            hits = self.search.search(query, ep.task.cutoff, self.cfg.top_k) if self.search else []
+            pa = isinstance(ep.task, Question)
+            reqs = ("One probability in [0, 1] for each listed outcome: " + "; ".join(ep.task.markets)) if pa \
+                else ep.task.answer_requirements
+            dirs = [write_item(self.workspace, ep.qid, turn, k, h, query, _task_text(ep.task), reqs, ep.task.cutoff,
+                               "prophet_arena" if pa else "futurex")
+                    for k, h in enumerate(hits, start=1)]
+            ep.searches.append((turn, query, [str(d) for d in dirs]))
+            per_ep.append((ep, dirs))
+            all_dirs += dirs
+        mems = self.processor_factory().process(all_dirs) if (all_dirs and self.processor_factory) else []
+        by_dir = {m.item_dir: m for m in mems}
+        self.fallback_items += sum(m.fallback for m in mems)
+        for ep, dirs in per_ep:
+            blocks, used = [], 0
+            for d in dirs:
+                m = by_dir.get(d)
+                if m is None or not m.ok:
+                    continue
+                ep.memories.append(m)
+                block = f"[{d.name}] {m.text.strip()}"
+                block = block[: max(0, self.cfg.context_chars - used)]
+                used += len(block)
+                if block:
+                    blocks.append(block)
+            body = "\n\n".join(blocks) if blocks else "(no evidence found before the cutoff)"
+            ep.messages.append({"role": "user", "content": f"Tool result ({prompts.SEARCH_TOOL}):\n{body}"})

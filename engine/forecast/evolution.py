@@ -1,0 +1,468 @@
+"""Dual-track experience evolution (paper section 3, B.4 to B.6, Prompts 7 to 11).
+
+Textual track (3.1, eq. 4): an :class:`ExperienceBank` whose version is the
+hash of its content. One attempt: take the best validated MemGuide, roll out
+one sampled evolution question with the current bank, ask the editor (Prompt 7)
+for add / modify / remove suggestions in priority order, and try them in that
+order; the first candidate bank whose validation score on the whole evolution
+pool beats the current bank's is accepted, and the attempt stops.
+
+Procedural track (3.2): a MemGuide tree with provenance edges. Parent
+selection is validation-rank Zipf sampling (eq. 5, :func:`zipf_probabilities`);
+a rollout with the parent feeds the critic (Prompt 8); when it asks to evolve,
+compositional tool reuse (Prompt 9) picks at most 3 existing tools, the
+generator (Prompt 10) writes the guide and any missing tools, and the candidate
+goes through the admission gate (:class:`ProceduralStore.admit`: static and
+sandboxed checks, then a strict sandboxed run of the guide on items of every
+evolution example, then the full validation rollout) before it is published
+as a child of its parent (eq. 6).
+
+Diversity-guided exploration (3.2.3): guide categories with one
+representative each; an exploration step (no rollout) generates a guide meant
+to differ from every representative, admits it through the same gate, and the
+classifier (Prompt 11) files it under a category or opens a new one. The
+scheduler runs an exploration step every ``explore_every``-th procedural step.
+
+Validation records (B.6) are keyed by (bank version, guide id); a record is
+admissible only when every validation question was answered and every item's
+factual memory was produced. Prophet Arena ranks by mean Brier (lower is better).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import re
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from engine.config import check
+from engine.errors import InputError
+from engine.forecast import prompts
+from engine.forecast.agent import AgentConfig, ForecastAgent
+from engine.forecast.memtools import AdmissionError, Candidate, ProceduralStore
+from engine.forecast.metrics import brier
+from engine.forecast.subagent import MemoryProcessor, write_item
+from engine.forecast.search import SearchResult
+from engine.llm.base import Request
+
+
+# --------------------------------------------------------------------------- Experience Bank
+
+@dataclass(frozen=True)
+class ExperienceBank:
+    """Ordered ``(experience_id, text)`` entries; identified by the hash of its content (B.6)."""
+
+    entries: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def version(self) -> str:
+        return hashlib.sha256(json.dumps(self.entries).encode()).hexdigest()[:12]
+
+    def __iter__(self):
+        return iter(self.entries)
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def _next_id(self) -> str:
+        nums = [int(e[4:]) for e, _ in self.entries if e.startswith("exp_") and e[4:].isdigit()]
+        return f"exp_{(max(nums) + 1) if nums else 1}"
+
+    def apply(self, s: dict) -> "ExperienceBank":
+        """One editor suggestion -> a new bank. Raises InputError for an unusable suggestion."""
+        op = str(s.get("operation", "")).strip().lower()
+        target = str(s.get("target_experience_id", "") or "")
+        text = str(s.get("new_text", "") or "").strip()
+        ids = [e for e, _ in self.entries]
+        if op == "add":
+            if not text:
+                raise InputError("suggestion 'add' needs a non-empty new_text")
+            return ExperienceBank(self.entries + ((self._next_id(), text),))
+        if op in ("modify", "remove"):
+            if target not in ids:
+                raise InputError(f"suggestion {op!r} targets unknown experience_id {target!r}; bank has {ids}")
+            if op == "remove":
+                return ExperienceBank(tuple(e for e in self.entries if e[0] != target))
+            if not text:
+                raise InputError("suggestion 'modify' needs a non-empty new_text")
+            return ExperienceBank(tuple((e, text if e == target else t) for e, t in self.entries))
+        raise InputError(f"suggestion operation must be add, modify or remove, got {op!r}")
+
+
+def parse_suggestions(text: str) -> list[dict]:
+    """Editor reply -> suggestions sorted by priority (1 first); unparseable replies give []."""
+    from engine.forecast.toolcalls import _json_objects
+
+    for obj in _json_objects(text):
+        if isinstance(obj, dict) and isinstance(obj.get("suggestions"), list):
+            sug = [s for s in obj["suggestions"] if isinstance(s, dict)]
+            return sorted(sug, key=lambda s: (int(s.get("priority", 99)) if str(s.get("priority", "")).lstrip("-").isdigit() else 99))
+    return []
+
+
+# --------------------------------------------------------------------------- Zipf parent selection
+
+def zipf_probabilities(scores: Sequence[float], lower_is_better: bool = True) -> np.ndarray:
+    """Paper eq. 5: ``p_i = (1/r_i) / sum_j (1/r_j)`` with ``r_i`` the validation rank (1 = best).
+
+    scores f8[N] -> probabilities f8[N] in the input order; ties keep input order.
+    """
+    s = np.asarray(scores, dtype=np.float64)
+    if s.ndim != 1 or s.size == 0:
+        raise InputError(f"scores must be a non-empty 1-D sequence, got shape {s.shape}")
+    if not np.all(np.isfinite(s)):
+        raise InputError("scores must be finite (only validated nodes are ranked)")
+    order = np.argsort(s if lower_is_better else -s, kind="stable")
+    ranks = np.empty(s.size, dtype=np.float64)
+    ranks[order] = np.arange(1, s.size + 1)
+    w = 1.0 / ranks
+    return w / w.sum()
+
+
+@dataclass
+class GuideTree:
+    """MemGuide nodes with provenance edges (eq. 6) and validation scores."""
+
+    parent: dict = field(default_factory=dict)  # gid -> parent gid | None
+    score: dict = field(default_factory=dict)  # gid -> validation score (valid nodes only)
+
+    def add(self, gid: str, parent: str | None, score: float | None) -> None:
+        if parent is not None and parent not in self.parent:
+            raise InputError(f"parent guide {parent!r} is not in the tree")
+        self.parent[gid] = parent
+        if score is not None and np.isfinite(score):
+            self.score[gid] = float(score)
+
+    @property
+    def edges(self) -> list[tuple[str, str]]:
+        return [(p, g) for g, p in self.parent.items() if p is not None]
+
+    def valid(self) -> list[str]:
+        return list(self.score)
+
+    def sample_parent(self, rng: random.Random) -> str:
+        nodes = self.valid()
+        if not nodes:
+            raise InputError("no validated guide to expand")
+        p = zipf_probabilities([self.score[g] for g in nodes])
+        return nodes[int(np.searchsorted(np.cumsum(p), rng.random() * p.sum(), side="right").clip(0, len(nodes) - 1))]
+
+    def best(self) -> str:
+        return min(self.score, key=lambda g: (self.score[g], g))
+
+
+# --------------------------------------------------------------------------- validation
+
+@dataclass(frozen=True)
+class EvolutionConfig:
+    """``[forecast.evolution]``."""
+
+    iterations: int = 6  # paper C.3: 60
+    explore_every: int = 2  # every k-th procedural step is diversity-guided exploration (0 = never)
+    max_suggestions: int = 3
+    max_reuse: int = 3
+    top_k: int = 5  # configurations evaluated on held-out questions (C.3)
+    items_per_example: int = 2  # sandbox gate: items of each evolution example run strictly
+    max_tokens: int = 1024
+    seed: int = 0
+
+    def __post_init__(self):
+        check(self.iterations >= 0, f"evolution.iterations must be >= 0, got {self.iterations}")
+        check(self.explore_every >= 0, f"evolution.explore_every must be >= 0, got {self.explore_every}")
+        check(1 <= self.max_reuse <= 3, f"evolution.max_reuse must be in [1, 3], got {self.max_reuse}")
+        check(self.top_k >= 1, f"evolution.top_k must be >= 1, got {self.top_k}")
+        check(self.items_per_example >= 1, f"evolution.items_per_example must be >= 1, got {self.items_per_example}")
+
+
+@dataclass
+class ValidationRecord:
+    bank_version: str
+    guide_id: str
+    score: float  # mean Brier over the pool (nan when inadmissible)
+    admissible: bool
+    n: int
+    failed: int
+
+
+class Runner:
+    """Runs the agent with a given bank and guide (published or staged) on a set of questions."""
+
+    def __init__(self, llm, search, agent_cfg: AgentConfig, workspace: Path, store: ProceduralStore,
+                 subagent_mode: str = "llm", subagent_steps: int = 4, limits=None):
+        self.llm, self.search, self.agent_cfg = llm, search, agent_cfg
+        self.workspace = Path(workspace)
+        self.store = store
+        self.subagent_mode, self.subagent_steps = subagent_mode, subagent_steps
+        self.limits = limits or store.limits
+        self._runs = 0
+
+    def processor(self, guide: dict, paths: dict) -> MemoryProcessor:
+        specs = {n: (self.store.tools[n].spec if n in self.store.tools else _staged_spec(paths[n])) for n in paths}
+        return MemoryProcessor(guide, paths, specs, llm=self.llm, mode=self.subagent_mode,
+                               max_steps=self.subagent_steps, limits=self.limits)
+
+    def rollouts(self, questions, guide: dict, paths: dict, bank=()):
+        self._runs += 1
+        ws = self.workspace / f"run{self._runs:05d}"
+        agent = ForecastAgent(self.llm, self.search, self.agent_cfg, ws, lambda: self.processor(guide, paths))
+        return agent.run(list(questions), tuple(bank))
+
+    def validate(self, questions, guide: dict, paths: dict, bank, gid: str) -> ValidationRecord:
+        eps = self.rollouts(questions, guide, paths, bank)
+        failed = sum(ep.failed for ep in eps)
+        items_ok = all(len(ep.memories) == sum(len(s[2]) for s in ep.searches) for ep in eps)
+        ok = failed == 0 and items_ok
+        score = float(np.mean([brier(ep.probs, ep.task) for ep in eps])) if ok else float("nan")
+        return ValidationRecord(getattr(bank, "version", ExperienceBank(tuple(bank)).version), gid, score, ok,
+                                len(eps), failed)
+
+
+def _staged_spec(path: Path) -> dict:
+    from engine.forecast.memtools import inspect_tool
+
+    return inspect_tool(Path(path).read_text(encoding="utf-8"))[1]
+
+
+def strict_item_gate(questions, limits, guide_tool_specs) -> callable:
+    """validate(guide, paths) for ProceduralStore.admit: every tool call on items of every example must succeed."""
+
+    def validate(guide: dict, paths: dict) -> None:
+        specs = guide_tool_specs(guide, paths)
+        with tempfile.TemporaryDirectory(prefix="gate-") as tmp:
+            dirs = []
+            for q in questions:
+                for k, s in enumerate(q.sources[: max(1, validate.items_per_example)], start=1):
+                    r = SearchResult(0, s.title, s.url, s.summary, q.snapshot_time, 0.0, q.qid)
+                    dirs.append(write_item(Path(tmp), q.qid, 0, k, r, q.text, q.text, "", q.cutoff))
+            proc = MemoryProcessor(guide, paths, specs, llm=None, mode="pipeline", limits=limits)
+            mems = proc.process(dirs)
+            for m in mems:
+                bad = [c for c in m.calls if c[1] != "ok"]
+                if bad:
+                    raise AdmissionError(f"validation run on {m.item_dir.parent.name}/{m.item_dir.name}: tool "
+                                         f"{bad[0][0]} {bad[0][1]}: {bad[0][2]}")
+                if not m.ok:
+                    raise AdmissionError(f"validation run on {m.item_dir.name}: the guide wrote no final_data.txt")
+
+    validate.items_per_example = 2
+    return validate
+
+
+def parse_generation(text: str) -> Candidate:
+    """Generator reply -> Candidate: the first ```json block is the guide, each ```python block a tool."""
+    blocks = re.findall(r"```(json|python)\s*\n(.*?)```", text or "", re.S)
+    guides = [b for lang, b in blocks if lang == "json"]
+    if not guides:
+        raise AdmissionError("generator reply holds no ```json MemGuide block")
+    try:
+        guide = json.loads(guides[0])
+    except json.JSONDecodeError as exc:
+        raise AdmissionError(f"MemGuide block is not valid JSON: {exc}") from exc
+    return Candidate(guide, [b for lang, b in blocks if lang == "python"])
+
+
+# --------------------------------------------------------------------------- the loop
+
+class Evolution:
+    """Alternates procedural and textual steps on one category's evolution pool."""
+
+    def __init__(self, llm, runner: Runner, store: ProceduralStore, evo_questions: Sequence, cfg: EvolutionConfig,
+                 bank: ExperienceBank | None = None):
+        if not evo_questions:
+            raise InputError("evolution needs at least one evolution/validation question, got 0")
+        self.llm, self.runner, self.store = llm, runner, store
+        self.evo = list(evo_questions)
+        self.cfg = cfg
+        self.rng = random.Random(cfg.seed)
+        self.bank = bank or ExperienceBank()
+        self.banks: dict[str, ExperienceBank] = {self.bank.version: self.bank}
+        self.tree = GuideTree()
+        self.records: dict[tuple[str, str], ValidationRecord] = {}
+        self.log: list[dict] = []
+        self.categories: dict[str, list[str]] = {}  # representative gid -> member gids
+        self._procedural_steps = 0
+        for gid in store.guides:  # published guides (seed first); manifest order keeps parents before children
+            rec = self.validate(self.bank, gid)
+            parent = store.manifest["guides"][gid].get("parent")
+            self.tree.add(gid, parent if parent in self.tree.parent else None, rec.score if rec.admissible else None)
+            if not self.categories:
+                self.categories[gid] = [gid]
+        self.gate = strict_item_gate(self.evo, store.limits, self._specs)
+        self.gate.items_per_example = cfg.items_per_example
+
+    # --------------------------------------------------------------- helpers
+    def _specs(self, guide, paths):
+        return {n: (self.store.tools[n].spec if n in self.store.tools else _staged_spec(paths[n])) for n in paths}
+
+    def _ask(self, prompt: str, temperature: float = 0.7) -> str:
+        r = self.llm.generate([Request(messages=({"role": "user", "content": prompt},), max_tokens=self.cfg.max_tokens,
+                                       temperature=temperature, seed=self.rng.randrange(1 << 30))])[0]
+        return r.texts[0] if r.completions else ""
+
+    def _paths(self, gid: str) -> dict:
+        return self.store.tool_paths(self.store.guides[gid]["tool_names"])
+
+    def validate(self, bank: ExperienceBank, gid: str, guide=None, paths=None) -> ValidationRecord:
+        key = (bank.version, gid)
+        if key not in self.records:
+            self.banks[bank.version] = bank
+            self.records[key] = self.runner.validate(self.evo, guide or self.store.guides[gid],
+                                                     paths or self._paths(gid), bank, gid)
+        return self.records[key]
+
+    def _best_gid(self) -> str:
+        return self.tree.best() if self.tree.valid() else next(iter(self.store.guides))
+
+    # --------------------------------------------------------------- textual track
+    def textual_step(self) -> dict:
+        gid = self._best_gid()
+        q = self.rng.choice(self.evo)
+        ep = self.runner.rollouts([q], self.store.guides[gid], self._paths(gid), self.bank)[0]
+        current = self.validate(self.bank, gid)
+        result = {"question": q.qid, "brier": brier(ep.probs, q), "failed": ep.failed,
+                  "outcome": q.outcome, "probabilities": ep.probs}
+        guide_ctx = json.dumps({"guide_id": gid, "validation_brier": current.score, **self.store.guides[gid]})[:3000]
+        reply = self._ask(prompts.editor_prompt(list(self.bank), guide_ctx, json.dumps(result)[:3000], ep.summary(),
+                                                self.cfg.max_suggestions))
+        entry = {"track": "textual", "guide": gid, "from": self.bank.version, "tried": [], "accepted": None}
+        for s in parse_suggestions(reply)[: self.cfg.max_suggestions]:
+            try:
+                cand = self.bank.apply(s)
+            except InputError as exc:
+                entry["tried"].append({"suggestion": s, "error": str(exc)})
+                continue
+            rec = self.validate(cand, gid)
+            better = rec.admissible and (not current.admissible or rec.score < current.score)  # eq. 4
+            entry["tried"].append({"suggestion": s, "version": cand.version, "score": rec.score, "accepted": better})
+            if better:
+                self.bank = cand
+                entry["accepted"] = cand.version
+                break
+        self.log.append(entry)
+        return entry
+
+    # --------------------------------------------------------------- procedural track
+    def _tool_defs(self, names) -> str:
+        return "\n".join(json.dumps({"TOOL_NAME": n, "TOOL_SPEC": self.store.tools[n].spec}) for n in names)
+
+    def _admit(self, cand: Candidate, parent: str) -> tuple[str | None, str]:
+        staged_record = {}
+
+        def validate(guide, paths):
+            self.gate(guide, paths)
+            rec = self.runner.validate(self.evo, guide, paths, self.bank, "staged")
+            if not rec.admissible:
+                raise AdmissionError(f"validation rollouts incomplete ({rec.failed} unanswered or missing memories)")
+            staged_record["rec"] = rec
+
+        try:
+            gid = self.store.admit(cand, validate, parent=parent)
+        except AdmissionError as exc:
+            return None, str(exc)
+        rec = staged_record["rec"]
+        self.records[(self.bank.version, gid)] = ValidationRecord(rec.bank_version, gid, rec.score, True, rec.n, 0)
+        self.tree.add(gid, parent, rec.score)
+        return gid, ""
+
+    def procedural_step(self) -> dict:
+        self._procedural_steps += 1
+        if self.cfg.explore_every and self._procedural_steps % self.cfg.explore_every == 0:
+            return self.explore_step()
+        parent = self.tree.sample_parent(self.rng)
+        guide = self.store.guides[parent]
+        q = self.rng.choice(self.evo)
+        ep = self.runner.rollouts([q], guide, self._paths(parent), self.bank)[0]
+        memories = "\n".join(f"[{m.item_dir.name}] {m.text[:500]}" for m in ep.memories[:4])
+        rollout = (f"Question: {q.text}\nOutcome: {json.dumps(q.outcome)}\nForecast: {json.dumps(ep.probs)}\n"
+                   f"Brier: {brier(ep.probs, q):.4f}\nProcessed memories:\n{memories}")[:6000]
+        sources = "\n\n".join(self.store.tools[n].source for n in guide["tool_names"])[:12000]
+        entry = {"track": "procedural", "kind": "rollout", "parent": parent, "question": q.qid}
+        from engine.forecast.toolcalls import _json_objects
+
+        critic = next((o for o in _json_objects(self._ask(prompts.critic_prompt(guide, sources, rollout), 0.3))
+                       if isinstance(o, dict) and "should_evolve" in o), None)
+        if not critic or not critic.get("should_evolve") or not str(critic.get("design_requirement", "")).strip():
+            entry["result"] = "critic: no evolution"
+            self.log.append(entry)
+            return entry
+        req = str(critic["design_requirement"])
+        sel = next((o for o in _json_objects(self._ask(prompts.reuse_prompt(req, self._tool_defs(sorted(self.store.tools))), 0.3))
+                    if isinstance(o, dict) and "candidate_tool_names" in o), {})
+        reuse = [n for n in (sel.get("candidate_tool_names") or []) if n in self.store.tools][: self.cfg.max_reuse]
+        reuse_src = "\n\n".join(self.store.tools[n].source for n in reuse)
+        reply = self._ask(prompts.generator_prompt(req, self._tool_defs(reuse), reuse_src))
+        entry.update(requirement=req, reuse=reuse)
+        try:
+            cand = parse_generation(reply)
+        except AdmissionError as exc:
+            entry["result"] = f"rejected: {exc}"
+            self.log.append(entry)
+            return entry
+        gid, why = self._admit(cand, parent)
+        entry["result"] = f"admitted {gid}" if gid else f"rejected: {why}"
+        self.log.append(entry)
+        return entry
+
+    def _representatives(self) -> str:
+        out = []
+        for rep in self.categories:
+            g = self.store.guides[rep]
+            out.append(json.dumps({"guide_file": f"{rep}.json", **g,
+                                   "tools": [{"TOOL_NAME": n, "TOOL_SPEC": self.store.tools[n].spec} for n in g["tool_names"]]}))
+        return "\n".join(out)
+
+    def explore_step(self) -> dict:
+        """Diversity-guided exploration: generate against the category representatives, admit, classify."""
+        if not self.categories:
+            self.categories = {g: [g] for g in self.tree.valid()[:1]}
+        entry = {"track": "procedural", "kind": "explore"}
+        reply = self._ask(prompts.explore_prompt(self._representatives()))
+        try:
+            cand = parse_generation(reply)
+        except AdmissionError as exc:
+            entry["result"] = f"rejected: {exc}"
+            self.log.append(entry)
+            return entry
+        parent = self._best_gid()
+        gid, why = self._admit(cand, parent)
+        if gid is None:
+            entry["result"] = f"rejected: {why}"
+            self.log.append(entry)
+            return entry
+        from engine.forecast.toolcalls import _json_objects
+
+        g = self.store.guides[gid]
+        new = json.dumps({"guide_file": f"{gid}.json", **g,
+                          "tools": [{"TOOL_NAME": n, "TOOL_SPEC": self.store.tools[n].spec} for n in g["tool_names"]]})
+        cls = next((o for o in _json_objects(self._ask(prompts.classifier_prompt(self._representatives(), new), 0.2))
+                    if isinstance(o, dict) and "matched_representative_guide_file" in o), {})
+        match = str(cls.get("matched_representative_guide_file") or "").removesuffix(".json")
+        if match in self.categories:
+            self.categories[match].append(gid)
+        else:
+            self.categories[gid] = [gid]
+        entry["result"] = f"admitted {gid}"
+        entry["category"] = match if match in self.categories and match != gid else "new"
+        self.log.append(entry)
+        return entry
+
+    # --------------------------------------------------------------- schedule
+    def run(self, iterations: int | None = None) -> list[dict]:
+        """Alternate tracks (C.3): procedural on even iterations, textual on odd ones."""
+        n = self.cfg.iterations if iterations is None else iterations
+        for i in range(n):
+            (self.procedural_step if i % 2 == 0 else self.textual_step)()
+        return self.log
+
+    def top_configurations(self, k: int | None = None) -> list[tuple[ExperienceBank, str, float]]:
+        """The best admissible (bank, guide) validation records, best first."""
+        recs = sorted((r for r in self.records.values() if r.admissible and r.guide_id in self.store.guides),
+                      key=lambda r: (r.score, r.guide_id, r.bank_version))
+        return [(self.banks[r.bank_version], r.guide_id, r.score) for r in recs[: (k or self.cfg.top_k)]]

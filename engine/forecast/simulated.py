@@ -1,0 +1,169 @@
+"""A simulated forecasting LLM: a deterministic test harness, never a model. Every figure it yields is *simulated*.
+
+It reads the prompts the engine writes and answers in the expected formats:
+the main agent searches on its first turn and then returns Prophet Arena JSON
+equal to the market's mid price plus seeded noise (smaller noise once it has
+processed evidence, and smaller again per Experience Bank entry, so the
+evolution tracks have a signal to find); the subagent calls its guide's tools in
+order; the evolution roles (editor, critic, reuse selector, generator,
+classifier) return well-formed JSON or code blocks. ``malformed_rate`` makes a
+share of final answers unusable, to exercise the repair/fallback path.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import re
+import time
+from typing import Sequence
+
+from engine.llm.base import Completion, Request, Response
+
+MODEL_NAME = "simulated-forecaster"
+
+_MARKET = re.compile(r"^- (.+?): yes_bid ([0-9.]+), yes_ask ([0-9.]+) \(cents\)$", re.M)
+_NOQUOTE = re.compile(r"^- (.+?): no quote$", re.M)
+
+
+def _rng(*parts) -> random.Random:
+    return random.Random(hashlib.sha256("|".join(map(str, parts)).encode()).hexdigest())
+
+
+NEW_TOOL_TEMPLATE = '''#!/usr/bin/env python3
+import json
+from pathlib import Path
+from typing import Any, Final
+
+TOOL_NAME: Final[str] = "{name}"
+TOOL_SPEC: Final[dict[str, Any]] = {{
+    "type": "function",
+    "function": {{
+        "name": TOOL_NAME,
+        "description": "Write the first {n} characters of the item content with its source header to the output file.",
+        "parameters": {{"type": "object", "properties": {{}}, "additionalProperties": False}},
+    }},
+}}
+
+
+def build_runner_kwargs(arguments, config, runtime_context):
+    kw = {{k: str(getattr(runtime_context, k, "") or "") for k in ("item_dir", "input_filename", "output_filename")}}
+    for k, v in kw.items():
+        if not v:
+            raise ValueError(f"{{TOOL_NAME}} requires runtime {{k}}")
+    return kw
+
+
+def run_tool(*, item_dir, input_filename, output_filename):
+    data = json.loads((Path(item_dir) / input_filename).read_text(encoding="utf-8"))
+    item = data.get("item") or {{}}
+    text = "[" + str(item.get("published_date", "")) + "] " + str(item.get("title", "")) + "\\n" + str(item.get("content", ""))[:{n}]
+    (Path(item_dir) / output_filename).write_text(text, encoding="utf-8")
+    return "wrote " + output_filename
+
+
+__all__ = ["TOOL_NAME", "TOOL_SPEC", "build_runner_kwargs", "run_tool"]
+'''
+
+
+class SimulatedForecastBackend:
+    """Deterministic stand-in for an LLM in ForeDreamer tests and demos (outputs are simulated)."""
+
+    name = "simulated"
+
+    def __init__(self, seed: int = 0, noise: float = 0.25, evidence_factor: float = 0.6,
+                 bank_factor: float = 0.8, malformed_rate: float = 0.0, model: str = MODEL_NAME):
+        self.seed = seed
+        self.noise = noise
+        self.evidence_factor = evidence_factor
+        self.bank_factor = bank_factor
+        self.malformed_rate = malformed_rate
+        self.model = model
+        self.calls = 0
+        self._new_tools = 0
+
+    def generate(self, requests: Sequence[Request]) -> list[Response]:
+        out = []
+        for r in requests:
+            t0 = time.perf_counter()
+            msgs = list(r.messages) if r.messages is not None else [{"role": "user", "content": r.prompt}]
+            text = self._answer(msgs)
+            self.calls += 1
+            out.append(Response((Completion(text, max(1, len(text) // 4)),), sum(len(m["content"]) for m in msgs) // 4,
+                                time.perf_counter() - t0, self.name, self.model))
+        return out
+
+    # ------------------------------------------------------------------ roles
+    def _answer(self, msgs: list[dict]) -> str:
+        system = msgs[0]["content"] if msgs and msgs[0]["role"] == "system" else ""
+        first_user = next((m["content"] for m in msgs if m["role"] == "user"), "")
+        if system.startswith("You are a data-processing subagent"):
+            return self._subagent(system, msgs)
+        if "Experience Bank should change" in first_user:
+            return json.dumps({"suggestions": [
+                {"priority": 1, "operation": "add", "target_experience_id": "",
+                 "new_text": "Anchor on the market's implied probability and move away from it only on direct evidence.",
+                 "analysis": "simulated", "generality_assessment": "simulated", "expected_benefit": "simulated"},
+                {"priority": 2, "operation": "add", "target_experience_id": "",
+                 "new_text": "Check the resolution rule's exact threshold before assigning probabilities.",
+                 "analysis": "simulated", "generality_assessment": "simulated", "expected_benefit": "simulated"}]})
+        if first_user.startswith("You judge whether a MemGuide"):
+            return json.dumps({"should_evolve": True, "analysis": "simulated critic",
+                               "design_requirement": "Keep the source header and a longer slice of the content."})
+        if "Intermediate step before generation" in first_user:
+            names = re.findall(r'"name": "(tool_[A-Za-z0-9_]+)"', first_user)
+            uniq = list(dict.fromkeys(names))[:2]
+            return json.dumps({"candidate_tool_names": uniq, "analysis": "simulated reuse"})
+        if "Final generation step" in first_user or "Exploration generation step" in first_user:
+            return self._generator(first_user)
+        if first_user.startswith("You classify one new MemGuide"):
+            files = re.findall(r'"guide_file": "([^"]+)"', first_user)
+            return json.dumps({"matched_representative_guide_file": files[0] if files and len(files) > 1 else None,
+                               "analysis": "simulated classifier"})
+        if "Event to predict:" in first_user:
+            return "Rationale: simulated.\n\n\\boxed{" + ("Yes" if _rng(self.seed, first_user).random() < 0.5 else "No") + "}"
+        if "Market context" in first_user:
+            return self._forecast(system, msgs, first_user)
+        return "I cannot help with that."
+
+    def _subagent(self, system: str, msgs: list[dict]) -> str:
+        names = list(dict.fromkeys(re.findall(r'"name": "([A-Za-z0-9_]+)"', system)))
+        specs_required = set(re.findall(r'"name": "([A-Za-z0-9_]+)"[^\n]*"required": \[', system))
+        usable = [n for n in names if n not in specs_required]
+        step = sum(1 for m in msgs if m["role"] == "assistant")
+        if step >= len(usable):
+            return "Done."
+        return f'<tool_call>{json.dumps({"name": usable[step], "arguments": {}})}</tool_call>'
+
+    def _forecast(self, system: str, msgs: list[dict], prompt: str) -> str:
+        final = any(m["role"] == "user" and m["content"].startswith("This is your last allowed turn") for m in msgs)
+        searched = any(m["role"] == "user" and m["content"].startswith("Tool result (web_search") for m in msgs)
+        can_search = "web_search_and_process tool" in system
+        question = prompt.split("Question:\n", 1)[-1].split("\n", 1)[0]
+        if can_search and not final and not searched:
+            return f'<tool_call>{json.dumps({"name": "web_search_and_process", "arguments": {"query": question}})}</tool_call>'
+        rng = _rng(self.seed, prompt[:2000])
+        if rng.random() < self.malformed_rate:
+            return "I think the first outcome is likely."  # unusable on purpose
+        evidence = searched or "Evidence:\n(use the search tool" not in prompt
+        n_bank = prompt.count("\n- [exp_")
+        scale = self.noise * (self.evidence_factor if evidence else 1.0) * (self.bank_factor ** n_bank)
+        probs = {}
+        for name, bid, ask in _MARKET.findall(prompt):
+            mid = (float(bid) + float(ask)) / 200.0
+            probs[name] = round(min(1.0, max(0.0, mid + rng.gauss(0.0, scale))), 4)
+        for name in _NOQUOTE.findall(prompt):
+            probs[name] = round(min(1.0, max(0.0, 0.5 + rng.gauss(0.0, scale))), 4)
+        return json.dumps({"rationale": "simulated forecast", "probabilities": probs})
+
+    def _generator(self, prompt: str) -> str:
+        self._new_tools += 1
+        reuse = list(dict.fromkeys(re.findall(r'"name": "(tool_[A-Za-z0-9_]+)"', prompt.split("Current design requirement", 1)[-1])))
+        name = f"tool_sim_header_slice_{self.seed}_{self._new_tools}"
+        guide = {"guide_name": f"sim_guide_{self._new_tools}",
+                 "prompt": "Work only in the current item_dir with the listed MemTools; never invent content; "
+                           f"call {name} to write the output file and stop once it exists.",
+                 "tool_names": reuse[:1] + [name]}
+        code = NEW_TOOL_TEMPLATE.format(name=name, n=800 + 200 * self._new_tools)
+        return f"```json\n{json.dumps(guide, indent=1)}\n```\n\n```python\n{code}```\n"

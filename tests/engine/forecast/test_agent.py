@@ -1,0 +1,118 @@
+import json
+
+import pytest
+
+from engine.forecast.agent import AgentConfig, ForecastAgent
+from engine.forecast.data import load_prophet_arena
+from engine.forecast.memtools import ProceduralStore
+from engine.forecast.metrics import uniform_probs
+from engine.forecast.search import corpus_from_questions
+from engine.forecast.seed_tools import DEFAULT_GUIDE, seed_tool_sources
+from engine.forecast.simulated import SimulatedForecastBackend
+from engine.forecast.subagent import MemoryProcessor
+from engine.forecast.toolcalls import parse_boxed, parse_prophet_answer, parse_tool_calls
+from engine.llm.base import Completion, Response
+from engine.errors import ConfigError
+
+from .conftest import needs_bwrap
+
+
+def test_parse_prophet_answer_validates_names_and_range():
+    ok, why = parse_prophet_answer('```json\n{"rationale": "r", "probabilities": {"A": 0.7, "B": 0}}\n```', ["A", "B"])
+    assert ok == {"A": 0.7, "B": 0.0} and why == ""
+    assert parse_prophet_answer('noise {"probabilities": {"A": 0.7, "b": 0.1}} tail', ["A", "B"])[1].startswith(
+        "outcome names must be exactly")
+    assert "between 0 and 1" in parse_prophet_answer('{"probabilities": {"A": 1.2, "B": 0.1}}', ["A", "B"])[1]
+    assert "between 0 and 1" in parse_prophet_answer('{"probabilities": {"A": "0.2", "B": 0.1}}', ["A", "B"])[1]
+    assert parse_prophet_answer("no json here", ["A"])[0] is None
+
+
+def test_parse_tool_calls_and_boxed():
+    t = 'x <tool_call>{"name": "web_search_and_process", "arguments": {"query": "q"}}</tool_call>'
+    assert parse_tool_calls(t) == [("web_search_and_process", {"query": "q"})]
+    assert parse_tool_calls("<tool_call>{bad</tool_call>") == []
+    assert parse_boxed(r"Rationale... \boxed{A} then \boxed{\text{B}}") == r"\text{B}"
+    assert parse_boxed("none") is None
+
+
+@pytest.fixture
+def setup(pa_folder, tmp_path):
+    qs = load_prophet_arena(pa_folder)
+    store = ProceduralStore(tmp_path / "proc")
+    gid = store.seed(seed_tool_sources(), DEFAULT_GUIDE)
+    return qs, store, store.guides[gid]
+
+
+def _factory(store, guide, llm, mode="llm"):
+    return lambda: MemoryProcessor(guide, store.tool_paths(guide["tool_names"]),
+                                   {n: store.tools[n].spec for n in guide["tool_names"]}, llm=llm, mode=mode)
+
+
+@needs_bwrap
+def test_two_turn_loop_search_memory_answer(setup, tmp_path):
+    qs, store, guide = setup
+    qs = sorted(qs, key=lambda q: q.snapshot_time)[-2:]
+    llm = SimulatedForecastBackend(seed=1)
+    agent = ForecastAgent(llm, corpus_from_questions(qs), AgentConfig(top_k=2), tmp_path / "ws",
+                          _factory(store, guide, llm))
+    eps = agent.run(qs)
+    for ep in eps:
+        assert not ep.failed and set(ep.probs) == set(ep.task.markets)
+        (turn, query, dirs), = ep.searches
+        assert turn == 1 and len(dirs) == 2
+        assert len(ep.memories) == 2
+        for m in ep.memories:  # traceable: memory file sits next to its raw item
+            raw = json.loads((m.item_dir / "raw_data.json").read_text())
+            assert raw["task_id"] == ep.qid and raw["item"]["url"] == m.source_url
+            assert raw["item"]["url"] in m.text and m.calls[0][0] == "tool_read_raw_item"
+            assert raw["item"]["published_date"] <= ep.task.cutoff.isoformat()
+        assert any(msg["content"].startswith("Tool result (web_search_and_process)") for msg in ep.messages)
+        assert ep.messages[-2]["content"].startswith("This is your last allowed turn")
+    assert agent.fallback_items == 0
+
+
+class _Scripted:
+    name, model = "scripted", "scripted"
+
+    def __init__(self, replies):
+        self.replies = list(replies)
+
+    def generate(self, requests):
+        return [Response((Completion(self.replies.pop(0), 1),), 1, 0.0, self.name, self.model) for _ in requests]
+
+
+def test_malformed_answer_retried_then_fallback(setup, tmp_path):
+    qs, _, _ = setup
+    q = qs[0]
+    good = json.dumps({"rationale": "r", "probabilities": {m: 0.3 for m in q.markets}})
+    agent = ForecastAgent(_Scripted(["garbage", good]), None, AgentConfig(turns=1), tmp_path)
+    (ep,) = agent.run([q])
+    assert not ep.failed and ep.probs == {m: 0.3 for m in q.markets}
+    assert "could not be used" in ep.messages[-2]["content"]
+    agent = ForecastAgent(_Scripted(["garbage", '{"probabilities": {"Nope": 1}}']), None, AgentConfig(turns=1), tmp_path)
+    (ep,) = agent.run([q])
+    assert ep.failed and ep.probs == uniform_probs(q)
+
+
+@needs_bwrap
+def test_subagent_refuses_tools_outside_guide(setup, tmp_path):
+    qs, store, guide = setup
+    narrow = {"guide_name": "narrow", "prompt": "p", "tool_names": ["tool_read_raw_item"]}
+    llm = _Scripted(['<tool_call>{"name": "tool_write_final_text", "arguments": {"text": "x"}}</tool_call>'])
+    from engine.forecast.subagent import write_item
+    from engine.forecast.search import SearchResult
+    q = qs[0]
+    s = q.sources[0]
+    d = write_item(tmp_path, q.qid, 1, 1, SearchResult(0, s.title, s.url, s.summary, q.cutoff), "q", q.text, "", q.cutoff)
+    proc = MemoryProcessor(narrow, store.tool_paths(["tool_read_raw_item"]),
+                           {"tool_read_raw_item": store.tools["tool_read_raw_item"].spec}, llm=llm, max_steps=1)
+    (m,) = proc.process([d])
+    assert m.calls[0][:2] == ("tool_write_final_text", "refused")
+    assert not (d / "final_data.txt").exists() and not m.ok and m.fallback
+
+
+def test_agent_config_errors():
+    with pytest.raises(ConfigError, match="agent.turns must be >= 1, got 0"):
+        AgentConfig(turns=0)
+    with pytest.raises(ConfigError, match="agent.mode must be"):
+        AgentConfig(mode="chat")

@@ -1,0 +1,132 @@
+import random
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from engine.errors import InputError
+from engine.forecast.agent import AgentConfig
+from engine.forecast.data import load_prophet_arena
+from engine.forecast.evolution import (
+    Evolution, EvolutionConfig, ExperienceBank, GuideTree, Runner, ValidationRecord, parse_generation,
+    parse_suggestions, zipf_probabilities,
+)
+from engine.forecast.memtools import AdmissionError, ProceduralStore
+from engine.forecast.search import corpus_from_questions
+from engine.forecast.seed_tools import DEFAULT_GUIDE, seed_tool_sources
+from engine.forecast.simulated import SimulatedForecastBackend
+
+from .conftest import needs_bwrap
+
+
+def test_zipf_probabilities_eq5():
+    p = zipf_probabilities([0.30, 0.10, 0.20])  # Brier: lower is better -> ranks 3, 1, 2
+    h = 1 + 1 / 2 + 1 / 3
+    assert p == pytest.approx([(1 / 3) / h, 1 / h, (1 / 2) / h])
+    assert zipf_probabilities([1.0, 2.0], lower_is_better=False) == pytest.approx([1 / 3, 2 / 3])
+    with pytest.raises(InputError, match="non-empty"):
+        zipf_probabilities([])
+
+
+def test_zipf_selection_frequencies_match_eq5():
+    tree = GuideTree()
+    scores = [0.21, 0.15, 0.30, 0.18, 0.25]
+    tree.add("g0", None, scores[0])
+    for i, s in enumerate(scores[1:], start=1):
+        tree.add(f"g{i}", "g0", s)
+    tree.add("invalid", "g0", None)  # unvalidated nodes are never selected
+    rng = random.Random(0)
+    n = 40_000
+    counts = Counter(tree.sample_parent(rng) for _ in range(n))
+    assert "invalid" not in counts
+    expect = zipf_probabilities(scores)
+    freq = np.array([counts[f"g{i}"] / n for i in range(5)])
+    assert np.abs(freq - expect).max() < 0.01
+    assert ("g0", "g3") in tree.edges
+    with pytest.raises(InputError, match="parent guide 'zz' is not in the tree"):
+        tree.add("x", "zz", 0.1)
+
+
+def test_experience_bank_versions_and_edits():
+    b = ExperienceBank()
+    b1 = b.apply({"operation": "add", "new_text": "Anchor on the market."})
+    b2 = b1.apply({"operation": "modify", "target_experience_id": "exp_1", "new_text": "Anchor on prices."})
+    assert b1.version != b.version != b2.version
+    assert ExperienceBank(b1.entries).version == b1.version  # content-identified
+    assert b2.apply({"operation": "remove", "target_experience_id": "exp_1"}).entries == ()
+    with pytest.raises(InputError, match="unknown experience_id 'exp_9'"):
+        b1.apply({"operation": "remove", "target_experience_id": "exp_9"})
+    with pytest.raises(InputError, match="operation must be add, modify or remove"):
+        b1.apply({"operation": "rewrite"})
+    s = parse_suggestions('{"suggestions": [{"priority": 2, "operation": "add"}, {"priority": 1, "operation": "remove"}]}')
+    assert [x["priority"] for x in s] == [1, 2]
+    assert parse_suggestions("nonsense") == []
+
+
+def test_parse_generation():
+    c = parse_generation('```json\n{"guide_name": "g", "prompt": "p", "tool_names": ["t"]}\n```\n```python\nX = 1\n```')
+    assert c.guide["tool_names"] == ["t"] and c.tools == ["X = 1\n"]
+    with pytest.raises(AdmissionError, match="no ```json MemGuide block"):
+        parse_generation("just text")
+
+
+class _FakeRunner:
+    """Validation scores scripted by bank content: records which banks were validated."""
+
+    def __init__(self, scores):
+        self.scores = scores
+        self.seen = []
+
+    def validate(self, questions, guide, paths, bank, gid):
+        key = tuple(t for _, t in bank)
+        self.seen.append(key)
+        return ValidationRecord(bank.version, gid, self.scores.get(key, 0.2), True, len(questions), 0)
+
+    def rollouts(self, questions, guide, paths, bank=()):
+        from engine.forecast.agent import Episode
+
+        return [Episode(q, messages=[{"role": "system", "content": "s"}], probs={m: 0.5 for m in q.markets})
+                for q in questions]
+
+
+@needs_bwrap
+def test_bank_edit_kept_only_when_validation_improves(pa_folder, tmp_path):
+    qs = load_prophet_arena(pa_folder, ["Economics"])
+    store = ProceduralStore(tmp_path / "proc")
+    store.seed(seed_tool_sources(), DEFAULT_GUIDE)
+    llm = SimulatedForecastBackend()  # suggests two "add" edits in priority order
+    first = "Anchor on the market's implied probability and move away from it only on direct evidence."
+    second = "Check the resolution rule's exact threshold before assigning probabilities."
+    # neither edit improves: the bank is unchanged, both were tried in priority order
+    runner = _FakeRunner({(): 0.20, (first,): 0.25, (second,): 0.20})
+    ev = Evolution(llm, runner, store, qs[:2], EvolutionConfig())
+    entry = ev.textual_step()
+    assert entry["accepted"] is None and ev.bank.entries == ()
+    assert [t["accepted"] for t in entry["tried"]] == [False, False]
+    assert len(ev.records) == 3  # validation records kept for every version tried
+    # the second edit improves: it is accepted, and nothing after it is tried
+    runner = _FakeRunner({(): 0.20, (first,): 0.25, (second,): 0.19})
+    ev = Evolution(llm, runner, store, qs[:2], EvolutionConfig())
+    entry = ev.textual_step()
+    assert entry["accepted"] == ev.bank.version and [t for _, t in ev.bank] == [second]
+
+
+@needs_bwrap
+@pytest.mark.slow
+def test_procedural_and_exploration_steps_grow_the_tree(pa_folder, tmp_path):
+    qs = load_prophet_arena(pa_folder, ["Economics"])[:2]
+    store = ProceduralStore(tmp_path / "proc")
+    seed_gid = store.seed(seed_tool_sources(), DEFAULT_GUIDE)
+    llm = SimulatedForecastBackend(seed=3)
+    runner = Runner(llm, corpus_from_questions(qs), AgentConfig(top_k=1), tmp_path / "ws", store)
+    ev = Evolution(llm, runner, store, qs, EvolutionConfig(explore_every=2, items_per_example=1))
+    e1 = ev.procedural_step()
+    assert e1["result"].startswith("admitted"), e1
+    assert 1 <= len(e1["reuse"]) <= 3
+    child = e1["result"].split()[-1]
+    assert (seed_gid, child) in ev.tree.edges and child in ev.tree.valid()
+    e2 = ev.procedural_step()  # the scheduler's exploration turn
+    assert e2["kind"] == "explore" and e2["result"].startswith("admitted")
+    assert sum(len(v) for v in ev.categories.values()) == 2
+    top = ev.top_configurations(2)
+    assert len(top) == 2 and top[0][2] <= top[1][2]
