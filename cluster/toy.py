@@ -17,6 +17,7 @@ final table. ``split``/``merge_snapshots``/``join`` shard it by subtree.
 from __future__ import annotations
 
 import hashlib
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -79,9 +80,10 @@ class ToyMethod:
     """Counting/learning toy method over a NumPy experience table (see the module docstring)."""
 
     def __init__(self, n_subtrees: int = 8, nodes_per_subtree: int = 4, decay: float = 0.8, samples: int = 2,
-                 name: str = "toy", think_s: float = 0.0):
+                 name: str = "toy", think_s: float = 0.0, crash_on: int = -1):
         self.name = name
         self.think_s = think_s  # seconds slept per run_episodes call (lets a test kill a worker mid-share)
+        self.crash_on = crash_on  # episode id whose share kills the worker process (fault tests)
         self.n_subtrees = n_subtrees
         self.nodes_per_subtree = nodes_per_subtree
         self.decay = decay
@@ -100,6 +102,8 @@ class ToyMethod:
         return {k: v.copy() for k, v in self.table.items()}
 
     def run_episodes(self, snapshot, episodes, llm) -> list[EpisodeResult]:
+        if any(e.episode_id == self.crash_on for e in episodes):
+            os._exit(3)  # a worker process dying mid-share, as an OOM kill or a segfault would
         node_id, subtree = snapshot["node_id"], snapshot["subtree"]
         score, hits = snapshot["score"], snapshot["hits"]
         requests, members = [], []
@@ -153,7 +157,7 @@ class ToyMethod:
         for k in range(count):
             keep = self.table["subtree"] % count == k
             shard = ToyMethod(self.n_subtrees, self.nodes_per_subtree, self.decay, self.samples, self.name,
-                              self.think_s)
+                              self.think_s, self.crash_on)
             shard.table = {c: v[keep].copy() for c, v in self.table.items()}
             shard.ledger = self.ledger[np.isin(self.ledger[:, 1], shard.table["node_id"])]
             shards.append(shard)

@@ -15,7 +15,7 @@ pytest.importorskip("ray")
 from cluster.ray_executor import RayExecutor  # noqa: E402
 from cluster.toy import ToyLLMFactory, ToyMethod, toy_episodes  # noqa: E402
 from engine.checkpoint import RoundCheckpoints, fingerprint  # noqa: E402
-from engine.errors import ConfigError  # noqa: E402
+from engine.errors import BackendError, ConfigError  # noqa: E402
 from engine.executor import LocalExecutor  # noqa: E402
 
 pytestmark = pytest.mark.ray
@@ -142,6 +142,16 @@ def test_worker_killed_mid_round_is_retried_and_applied_once(two_workers):
     assert ex.stats["retried_chunks"] >= 1
     assert_same_run((m, got), want)
     assert_applied_once(m, episodes)
+
+
+def test_share_that_keeps_killing_workers_fails_cleanly(two_workers):
+    ex = RayExecutor(workers=1, num_cpus_per_worker=0.5, max_restarts=1, max_attempts=2)
+    m = ToyMethod(crash_on=5)
+    with pytest.raises(BackendError, match="failed 2 times \\(max_attempts=2\\)"):
+        ex.run(m, EPISODES[:8], ToyLLMFactory(), ROUND)
+    assert ex.rounds_done == 1 and ex.stats["rounds"] == 1  # round 1 was applied, round 2 never
+    assert not ex.workers and not ex.stores  # the failed run's actors are gone
+    assert len(m.ledger) == 0  # the driver's method only takes the owners' state from a finished run
 
 
 DRIVER = """

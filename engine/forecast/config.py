@@ -1,0 +1,83 @@
+"""``toe run configs/prophet-arena.toml``: the forecast task's config sections.
+
+::
+
+    task = "forecast"
+    [data]        path (folder or CSV; relative paths resolve against the current directory),
+                  categories, n_evo, split_seed, use_train_files
+    [run]         methods, max_questions, evolve, workspace
+    [agent]       engine.forecast.agent.AgentConfig
+    [subagent]    mode ("llm" | "pipeline"), max_steps, max_tokens
+    [sandbox]     engine.forecast.sandbox.SandboxLimits
+    [evolution]   engine.forecast.evolution.EvolutionConfig
+    [embed]       engine.embed.EmbedConfig (search embeddings; default hashing)
+    [llm]         engine.llm.config.LLMConfig ("simulated" = the forecasting test harness)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from engine.config import check, from_dict
+from engine.forecast.agent import AgentConfig
+from engine.forecast.evolution import EvolutionConfig
+from engine.forecast.sandbox import SandboxLimits
+
+METHODS = ("foredreamer", "full_text", "rag")
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    path: str = ""
+    categories: tuple[str, ...] = ()
+    n_evo: int = 5
+    split_seed: int = 0
+    use_train_files: bool = True  # evolution pool = ids of *_train_*.csv files when the folder has them
+
+    def __post_init__(self):
+        check(bool(self.path.strip()), "data.path must name a folder of Prophet Arena CSV files "
+                                       "(e.g. ../shared/data/forecast/prophet_arena), got ''")
+        check(self.n_evo >= 1, f"data.n_evo must be >= 1, got {self.n_evo}")
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    methods: tuple[str, ...] = ("foredreamer",)
+    max_questions: int = 2  # evaluation questions per category for the model rows (0 = all)
+    evolve: bool = False
+    workspace: str = ""  # "" = <out>/workspace or a temporary folder
+
+    def __post_init__(self):
+        bad = [m for m in self.methods if m not in METHODS]
+        check(not bad and bool(self.methods), f"run.methods must be a non-empty subset of {list(METHODS)}, got {list(self.methods)}")
+        check(self.max_questions >= 0, f"run.max_questions must be >= 0, got {self.max_questions}")
+
+
+@dataclass(frozen=True)
+class SubagentConfig:
+    mode: str = "llm"
+    max_steps: int = 4
+
+    def __post_init__(self):
+        check(self.mode in ("llm", "pipeline"), f"subagent.mode must be 'llm' or 'pipeline', got {self.mode!r}")
+        check(self.max_steps >= 1, f"subagent.max_steps must be >= 1, got {self.max_steps}")
+
+
+@dataclass(frozen=True)
+class ForecastConfig:
+    data: DataConfig
+    run: RunConfig = field(default_factory=RunConfig)
+    agent: AgentConfig = field(default_factory=AgentConfig)
+    subagent: SubagentConfig = field(default_factory=SubagentConfig)
+    sandbox: SandboxLimits = field(default_factory=SandboxLimits)
+    evolution: EvolutionConfig = field(default_factory=EvolutionConfig)
+
+
+def load_forecast_config(config: dict) -> ForecastConfig:
+    """Validate the forecast sections of a whole config dict (``task``, ``title``, ``llm``, ``embed`` are read elsewhere)."""
+    sections = {k: config[k] for k in ("data", "run", "agent", "subagent", "sandbox", "evolution") if k in config}
+    if "data" not in sections:
+        from engine.errors import ConfigError
+
+        raise ConfigError("the forecast task needs a [data] table with path = <folder of Prophet Arena CSV files>")
+    return from_dict(ForecastConfig, sections, "forecast")

@@ -1,0 +1,170 @@
+"""``toe run configs/prophet-arena.toml``: ForeDreamer and reference rows on Prophet Arena questions.
+
+1. Load every CSV under ``data.path`` (deduplicated), keep ``data.categories``,
+   split each category (evolution+validation pool vs held-out evaluation, C.3).
+2. Reference rows that need no model (No Information, Market) on EVERY loaded
+   question, and again on exactly the questions the model rows use.
+3. Model rows on the first ``run.max_questions`` evaluation questions of each
+   category: ``foredreamer`` (seed MemGuide and empty Experience Bank, or,
+   with ``run.evolve``, per-category dual-track evolution on the pool, then the
+   top validated configurations on the held-out questions, reporting the best
+   of them as C.3 does and the top-1 by validation), ``full_text``, ``rag``.
+4. Print the Brier / accuracy / market-return tables and write
+   ``summary.json`` and ``table.md`` to ``--out`` when given.
+
+``llm.backend = "simulated"`` uses :class:`SimulatedForecastBackend`; every
+row it produces is labelled ``simulated``.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from engine.config import to_dict
+from engine.embed import embedder_from_table
+from engine.errors import ConfigError
+from engine.forecast.agent import ForecastAgent
+from engine.forecast.config import ForecastConfig, load_forecast_config
+from engine.forecast.data import category_splits, load_prophet_arena, train_ids_from_files
+from engine.forecast.evolution import Evolution, ExperienceBank, Runner
+from engine.forecast.memtools import ProceduralStore
+from engine.forecast.metrics import Row, format_table, reference_rows, score
+from engine.forecast.search import corpus_from_questions
+from engine.forecast.seed_tools import DEFAULT_GUIDE, seed_tool_sources
+from engine.forecast.simulated import SimulatedForecastBackend
+from engine.llm.base import MeteredBackend
+from engine.llm.config import load_llm_config
+
+
+def make_llm(config: dict):
+    llm_cfg = load_llm_config(config.get("llm"))
+    if llm_cfg.backend == "simulated":
+        return MeteredBackend(SimulatedForecastBackend(seed=llm_cfg.seed)), True
+    from engine.llm.factory import make_backend
+
+    return MeteredBackend(make_backend(llm_cfg)), False
+
+
+def _data_path(cfg: ForecastConfig) -> Path:
+    p = Path(cfg.data.path).expanduser()
+    if not p.exists():
+        raise ConfigError(
+            f"data.path {cfg.data.path!r} does not exist (resolved to {str(p.resolve())!r}); the engine ships no "
+            f"Prophet Arena data: point data.path at your copy, e.g. --set data.path=../shared/data/forecast/prophet_arena"
+        )
+    return p
+
+
+def run(config: dict, options) -> int:
+    cfg = load_forecast_config(config)
+    path = _data_path(cfg)
+    questions = load_prophet_arena(path, cfg.data.categories)
+    evo_ids = train_ids_from_files(path) if (cfg.data.use_train_files and path.is_dir()) else None
+    splits = category_splits(questions, cfg.data.n_evo, cfg.data.split_seed, evo_ids)
+    out = Path(options.out) if getattr(options, "out", None) else None
+    t0 = time.perf_counter()
+
+    lines = [f"# {config.get('title', 'ForeDreamer on Prophet Arena')}", "",
+             f"Data: {path} ({len(questions)} unique questions, {len(splits)} categories)"]
+    ref_all = reference_rows(questions)
+    lines += ["", "## Reference rows on every loaded question (Brier, lower is better)", "",
+              format_table(ref_all, "brier"), "", "Market return (gross, risk-neutral bettor, $1 per event):", "",
+              format_table(ref_all, "market_return")]
+
+    evaluated = []
+    for s in splits:
+        ev = list(s.eval)
+        evaluated += ev[: cfg.run.max_questions] if cfg.run.max_questions else ev
+    rows: list[Row] = []
+    summary = {"config": config, "n_questions": len(questions), "splits": {
+        s.category: {"evo": [q.qid for q in s.evo], "eval": [q.qid for q in s.eval]} for s in splits},
+        "reference_all": [to_dict(r) for r in ref_all]}
+    if not evaluated:
+        lines += ["", "No held-out evaluation questions in the selected categories (every question is in the "
+                  "evolution pool); model rows skipped."]
+    else:
+        llm, simulated = make_llm(config)
+        tag = " [simulated]" if simulated else f" [{llm.name}:{llm.model.rsplit('/', 1)[-1]}]"
+        embedder = embedder_from_table(config.get("embed"))
+        search = corpus_from_questions(questions, embedder)
+        tmp = None
+        if cfg.run.workspace:
+            ws = Path(cfg.run.workspace)
+        elif out is not None:
+            ws = out / "workspace"
+        else:
+            tmp = tempfile.TemporaryDirectory(prefix="foredreamer-")
+            ws = Path(tmp.name)
+        try:
+            store = ProceduralStore(ws / "procedural", cfg.sandbox)
+            seed_gid = store.seed(seed_tool_sources(), DEFAULT_GUIDE)
+            runner = Runner(llm, search, cfg.agent, ws / "rollouts", store, cfg.subagent.mode, cfg.subagent.max_steps,
+                            cfg.sandbox)
+            details = {}
+            for method in cfg.run.methods:
+                if method == "foredreamer" and cfg.run.evolve:
+                    rows += _evolved_rows(cfg, llm, runner, store, splits, tag, details)
+                    continue
+                acfg = replace(cfg.agent, mode=method)
+                r = Runner(llm, search, acfg, ws / f"rollouts-{method}", store, cfg.subagent.mode,
+                           cfg.subagent.max_steps, cfg.sandbox)
+                eps = r.rollouts(evaluated, store.guides[seed_gid], store.tool_paths(store.guides[seed_gid]["tool_names"]))
+                name = {"foredreamer": "ForeDreamer (seed guide, empty bank)", "full_text": "Full Text",
+                        "rag": "RAG"}[method]
+                rows.append(score(name + tag, evaluated, [e.probs for e in eps], sum(e.failed for e in eps)))
+                details[method] = [{"qid": e.qid, "probs": e.probs, "failed": e.failed, "searches": e.searches,
+                                    "raw_answer": e.raw_answer[-400:]} for e in eps]
+            summary["details"] = details
+            summary["usage"] = to_dict(llm.meter.total)
+        finally:
+            close = getattr(getattr(llm, "backend", None), "close", None)
+            if close:
+                close()
+            if tmp is not None:
+                tmp.cleanup()
+        ref_eval = reference_rows(evaluated)
+        table = ref_eval + rows
+        lines += ["", f"## Model rows on {len(evaluated)} held-out questions (first {cfg.run.max_questions or 'all'} "
+                  "per category), with the reference rows on the same questions", "",
+                  "Brier (lower is better):", "", format_table(table, "brier"), "", "Accuracy (market-level):", "",
+                  format_table(table, "accuracy"), "", "Market return:", "", format_table(table, "market_return"), "",
+                  "Unusable answers (scored as No Information): " + ", ".join(f"{r.method}: {r.failed}" for r in rows),
+                  f"LLM usage: {summary['usage']}"]
+        summary["rows"] = [to_dict(r) for r in table]
+    lines += ["", f"Wall time: {time.perf_counter() - t0:.1f} s"]
+    text = "\n".join(lines)
+    print(text)
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "table.md").write_text(text + "\n", encoding="utf-8")
+        (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str), encoding="utf-8")
+    return 0
+
+
+def _evolved_rows(cfg, llm, runner, store, splits, tag, details) -> list[Row]:
+    """Per category: evolve on the pool, evaluate the top validated configurations on held-out questions."""
+    best_q, best_p, top1_q, top1_p, failed = [], [], [], [], 0
+    for s in splits:
+        ev_q = list(s.eval)[: cfg.run.max_questions] if cfg.run.max_questions else list(s.eval)
+        if not ev_q:
+            continue
+        evo = Evolution(llm, runner, store, s.evo, replace(cfg.evolution, seed=cfg.evolution.seed), ExperienceBank())
+        evo.run()
+        results = []
+        for bank, gid, val in evo.top_configurations():
+            eps = runner.rollouts(ev_q, store.guides[gid], store.tool_paths(store.guides[gid]["tool_names"]), bank)
+            results.append((score("x", ev_q, [e.probs for e in eps]).avg_brier, val, gid, bank.version, eps))
+        details[f"evolution/{s.category}"] = {"log": evo.log, "tree_edges": evo.tree.edges,
+                                               "top": [(r[2], r[3], r[1], r[0]) for r in results]}
+        top1 = results[0]
+        best = min(results, key=lambda r: r[0])
+        for target_q, target_p, r in ((best_q, best_p, best), (top1_q, top1_p, top1)):
+            target_q += ev_q
+            target_p += [e.probs for e in r[4]]
+        failed += sum(e.failed for e in top1[4])
+    return [score("ForeDreamer evolved, top-1 by validation" + tag, top1_q, top1_p, failed),
+            score("ForeDreamer evolved, best of top-k on test (C.3)" + tag, best_q, best_p)]
