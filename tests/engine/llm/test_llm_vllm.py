@@ -20,7 +20,7 @@ def backend():
         pytest.skip(f"no model folder at {MODEL} (set TOE_VLLM_MODEL)")
     from engine.llm.vllm_backend import VLLMBackend
 
-    return VLLMBackend(MODEL, seed=0, max_model_len=1024, dtype="float32")
+    return VLLMBackend(MODEL, seed=0, max_model_len=1024, dtype="float32", enforce_eager=True)
 
 
 def test_vllm_batch_with_n(backend):

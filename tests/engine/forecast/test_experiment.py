@@ -1,0 +1,71 @@
+import json
+
+import pytest
+
+from engine.cli import main as toe_main
+from engine.config import load_toml
+from engine.errors import ConfigError
+from engine.forecast.config import load_forecast_config
+from engine.forecast.experiment import run
+from engine.tasks import RunOptions
+
+from .conftest import needs_bwrap
+
+
+def _config(pa_folder, **run):
+    return {"task": "forecast", "title": "t", "data": {"path": str(pa_folder), "n_evo": 2},
+            "run": {"methods": ["foredreamer", "full_text", "rag"], "max_questions": 2, **run},
+            "agent": {"top_k": 1}, "llm": {"backend": "simulated"}}
+
+
+@needs_bwrap
+def test_simulated_run_prints_labelled_table(pa_folder, tmp_path, capsys):
+    assert run(_config(pa_folder), RunOptions(config_path=tmp_path / "x.toml", out=tmp_path / "out")) == 0
+    text = capsys.readouterr().out
+    assert "| Market |" in text and "[simulated]" in text and "| Full Text [simulated] |" in text
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    sports = summary["splits"]["Sports"]
+    assert set(sports["evo"]) == {"s0", "s1"} and not set(sports["evo"]) & set(sports["eval"])
+    # reference rows on every question; model rows on max_questions per category
+    assert sum(summary["reference_all"][0]["n"].values()) == 12
+    assert all(sum(r["n"].values()) == 4 for r in summary["rows"])
+    evaluated = {d["qid"] for d in summary["details"]["foredreamer"]}
+    assert not evaluated & {q for s in summary["splits"].values() for q in s["evo"]}
+
+
+@needs_bwrap
+@pytest.mark.slow
+def test_simulated_run_with_evolution(pa_folder, tmp_path, capsys):
+    cfg = _config(pa_folder, methods=["foredreamer"], evolve=True, max_questions=1)
+    cfg["evolution"] = {"iterations": 2, "top_k": 2, "items_per_example": 1}
+    cfg["data"]["categories"] = ["Economics"]
+    assert run(cfg, RunOptions(config_path=tmp_path / "x.toml", out=tmp_path / "o")) == 0
+    text = capsys.readouterr().out
+    assert "ForeDreamer evolved, top-1 by validation [simulated]" in text
+    summary = json.loads((tmp_path / "o" / "summary.json").read_text())
+    log = summary["details"]["evolution/Economics"]["log"]
+    assert [e["track"] for e in log] == ["procedural", "textual"]
+
+
+def test_missing_data_path_is_a_clear_error(tmp_path):
+    cfg = _config(tmp_path / "missing")
+    with pytest.raises(ConfigError, match="data.path .* does not exist .* ships no Prophet Arena data"):
+        run(cfg, RunOptions(config_path=tmp_path / "x.toml"))
+    with pytest.raises(ConfigError, match=r"needs a \[data\] table"):
+        run({"task": "forecast"}, RunOptions(config_path=tmp_path / "x.toml"))
+    with pytest.raises(ConfigError, match="run.methods must be a non-empty subset"):
+        load_forecast_config({"data": {"path": "x"}, "run": {"methods": ["magic"]}})
+
+
+def test_shipped_config_parses():
+    from pathlib import Path
+
+    cfg = load_forecast_config(load_toml(Path(__file__).resolve().parents[3] / "configs" / "prophet-arena.toml"))
+    assert cfg.agent.turns == 2 and cfg.data.path.endswith("prophet_arena")
+
+
+def test_cli_baselines(pa_folder, capsys):
+    assert toe_main(["forecast", "baselines", str(pa_folder), "--metric", "all"]) == 0
+    out = capsys.readouterr().out
+    assert "12 unique questions" in out and "| No Information (uniform) | 0.2500 | 0.2500 | 0.2500 |" in out
+    assert toe_main(["forecast", "baselines", str(pa_folder / "nope")]) == 1
