@@ -92,7 +92,7 @@ def make_embedder(cfg: EmbedConfig):
             char_ngram_range=(cfg.char_ngram_min, cfg.char_ngram_max),
             char_weight=cfg.char_weight,
             seed=cfg.seed,
-            batch_size=max(cfg.batch_size, 1),
+            batch_size=cfg.batch_size,
             cache_size=cfg.cache_size,
         )
     if cfg.backend == "minilm":

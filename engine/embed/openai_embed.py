@@ -19,7 +19,7 @@ import urllib.request
 
 import numpy as np
 
-from engine.embed.base import CachedEmbedder
+from engine.embed.base import CachedEmbedder, check_texts
 from engine.errors import BackendError, InputError
 
 _RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
@@ -87,7 +87,8 @@ class OpenAIEmbedder(CachedEmbedder):
         return vecs
 
     def embed(self, texts):
-        if not self._dim_known and len(texts) > 0:
+        texts = check_texts(texts)
+        if not self._dim_known and texts:
             _ = self.dim  # fix the width before the base allocates its output
         return super().embed(texts)
 

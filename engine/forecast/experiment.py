@@ -62,15 +62,16 @@ def _data_path(cfg: ForecastConfig) -> Path:
 def run(config: dict, options) -> int:
     cfg = load_forecast_config(config)
     path = _data_path(cfg)
-    questions = load_prophet_arena(path, cfg.data.categories)
+    all_questions = load_prophet_arena(path)
+    questions = load_prophet_arena(path, cfg.data.categories) if cfg.data.categories else all_questions
     evo_ids = train_ids_from_files(path) if (cfg.data.use_train_files and path.is_dir()) else None
     splits = category_splits(questions, cfg.data.n_evo, cfg.data.split_seed, evo_ids)
     out = Path(options.out) if getattr(options, "out", None) else None
     t0 = time.perf_counter()
 
     lines = [f"# {config.get('title', 'ForeDreamer on Prophet Arena')}", "",
-             f"Data: {path} ({len(questions)} unique questions, {len(splits)} categories)"]
-    ref_all = reference_rows(questions)
+             f"Data: {path} ({len(all_questions)} unique questions; model rows use {len(splits)} categories)"]
+    ref_all = reference_rows(all_questions)
     lines += ["", "## Reference rows on every loaded question (Brier, lower is better)", "",
               format_table(ref_all, "brier"), "", "Market return (gross, risk-neutral bettor, $1 per event):", "",
               format_table(ref_all, "market_return")]
@@ -80,7 +81,7 @@ def run(config: dict, options) -> int:
         ev = list(s.eval)
         evaluated += ev[: cfg.run.max_questions] if cfg.run.max_questions else ev
     rows: list[Row] = []
-    summary = {"config": config, "n_questions": len(questions), "splits": {
+    summary = {"config": config, "n_questions": len(all_questions), "splits": {
         s.category: {"evo": [q.qid for q in s.evo], "eval": [q.qid for q in s.eval]} for s in splits},
         "reference_all": [to_dict(r) for r in ref_all]}
     if not evaluated:

@@ -184,6 +184,9 @@ def run(config: dict, options) -> int:
     out.mkdir(parents=True, exist_ok=True)
     learn = ("warmup", "test") if exp.protocol.learn_on_test else ("warmup",)
 
+    for name in exp.methods:  # pre-flight: bad method tables or a missing extra fail before any run starts
+        make_method(name, None if name == "tot" else config.get(name), exp.tot, learn, embedder)
+
     records: list[dict] = []
     model = ""
     wall: dict[str, float] = {}

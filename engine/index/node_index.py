@@ -32,7 +32,6 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Sequence
 
 import hnswlib
 import numpy as np

@@ -381,7 +381,7 @@ class SimulatedGame24Backend:
             comps = []
             for i in range(req.n):
                 text = self.policy.complete(prompt, seed, i, req.temperature)
-                text, finish, ntok = _apply_limits(text, req.stop, req.max_tokens)
+                text, finish, ntok = _apply_limits(text, count_tokens(text), req.stop, req.max_tokens)
                 comps.append(Completion(text=text, completion_tokens=ntok, finish_reason=finish))
             out.append(
                 Response(
@@ -403,15 +403,16 @@ def _chat_text(messages) -> str:
     return str(messages[-1].get("content", "")) if messages else ""
 
 
-def _apply_limits(text: str, stop: Sequence[str], max_tokens: int) -> tuple[str, str, int]:
+def _apply_limits(text: str, n_tokens: int, stop: Sequence[str], max_tokens: int) -> tuple[str, str, int]:
     """Cut at the first stop string, then at ``max_tokens`` approximate tokens (finish 'length').
 
-    Returns (text, finish_reason, completion token count).
+    ``n_tokens`` is ``count_tokens(text)``. Returns (text, finish_reason, completion token count).
     """
     for s in stop:
         if s and s in text:
             text = text[: text.index(s)]
-    spans = [m.end() for m in _TOKEN.finditer(text)]
-    if len(spans) <= max_tokens:
-        return text, "stop", len(spans)
-    return text[: spans[max_tokens - 1]], "length", max_tokens
+            n_tokens = count_tokens(text)
+    if n_tokens <= max_tokens:
+        return text, "stop", n_tokens
+    ends = [m.end() for m in itertools.islice(_TOKEN.finditer(text), max_tokens)]
+    return text[: ends[-1]], "length", max_tokens

@@ -6,7 +6,7 @@ import re
 from functools import lru_cache
 
 TOKEN_PATTERN = re.compile(r"\w+|[^\w\s]")
-_TAIL = 320  # prompts share long few-shot heads; count the head once (cached), the tail each time
+_TAIL = 48  # prompts share long few-shot heads; count the head once (cached), the tail each time
 
 
 def count_tokens(text: str) -> int:
@@ -21,7 +21,7 @@ def _count_head(head: str) -> int:
 
 def count_prompt_tokens(text: str) -> int:
     """:func:`count_tokens` for long prompts with shared heads, exact: splits at a newline and caches the head."""
-    if len(text) <= 2 * _TAIL:
+    if len(text) <= 4 * _TAIL:
         return count_tokens(text)
     cut = text.rfind("\n", 0, len(text) - _TAIL)
     if cut <= 0:

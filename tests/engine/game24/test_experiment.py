@@ -101,3 +101,23 @@ def test_config_errors():
     with pytest.raises(ConfigError, match="no puzzles with ranks"):
         build_stream(parse_config({"task": "game24", "protocol": {"test_first": 5000, "test_last": 5001,
                                                                    "warmup_last": 10}}).protocol)
+
+
+def test_bad_method_table_fails_before_any_run(tmp_path):
+    cfg = _tiny(["tot", "toe"])
+    cfg["toe"] = {"mode": "nope"}
+    with pytest.raises(ConfigError, match="toe.mode"):
+        run(cfg, RunOptions(config_path=Path("x.toml"), out=tmp_path, progress=False))
+    assert not (tmp_path / "episodes.parquet").exists()
+
+
+@pytest.mark.slow
+def test_toe_beats_tot_at_fewer_calls_on_the_simulated_policy(tmp_path):
+    """The headline's shape (ToE Table 2) on a shortened stream: 150 warm-up, 50 test puzzles."""
+    cfg = _tiny(["tot", "toe"], warmup_sample=150, test_limit=50, round_size=25)
+    cfg.update(seeds=[0], report={"plots": False})
+    run(cfg, RunOptions(config_path=Path("x.toml"), out=tmp_path, progress=False))
+    s = {m["method"]: m for m in json.loads((tmp_path / "summary.json").read_text())["methods"]}
+    assert s["toe"]["acc_any"] > s["tot"]["acc_any"]
+    assert s["toe"]["calls"] < 0.5 * s["tot"]["calls"]
+    assert 35 <= s["tot"]["calls"] <= 65  # calibrated near ToT's published ~50 calls per puzzle
