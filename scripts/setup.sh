@@ -19,6 +19,6 @@ if [ "$profile" = "dev" ]; then
         apt-get update -qq && apt-get install -y -qq bubblewrap >/dev/null
     fi
 else
-    python -m pip install -q -e .
+    python -m pip install -q -e ".[baselines]"
 fi
 echo "installed ($profile) into .venv"

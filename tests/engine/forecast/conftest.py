@@ -49,3 +49,23 @@ def pa_folder(tmp_path):
     write_csv(folder / "subset_data_Economics_4.csv", rows[8:])
     write_csv(folder / "subset_data_Sports_train_2.csv", rows[:2])
     return folder
+
+
+@pytest.fixture(scope="session")
+def _seeded_template(tmp_path_factory):
+    from engine.forecast.memtools import ProceduralStore
+    from engine.forecast.seed_tools import DEFAULT_GUIDE, seed_tool_sources
+
+    if shutil.which("bwrap") is None:
+        pytest.skip("bubblewrap (bwrap) is not installed")
+    root = tmp_path_factory.mktemp("seeded") / "proc"
+    ProceduralStore(root).seed(seed_tool_sources(), DEFAULT_GUIDE)
+    return root
+
+
+@pytest.fixture
+def seeded_store_dir(_seeded_template, tmp_path):
+    """A fresh copy of a procedural store holding the seed tools and guide (seeded once per session)."""
+    dst = tmp_path / "proc"
+    shutil.copytree(_seeded_template, dst)
+    return dst

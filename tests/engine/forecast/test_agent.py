@@ -7,7 +7,6 @@ from engine.forecast.data import load_prophet_arena
 from engine.forecast.memtools import ProceduralStore
 from engine.forecast.metrics import uniform_probs
 from engine.forecast.search import corpus_from_questions
-from engine.forecast.seed_tools import DEFAULT_GUIDE, seed_tool_sources
 from engine.forecast.simulated import SimulatedForecastBackend
 from engine.forecast.subagent import MemoryProcessor
 from engine.forecast.toolcalls import parse_boxed, parse_prophet_answer, parse_tool_calls
@@ -36,11 +35,10 @@ def test_parse_tool_calls_and_boxed():
 
 
 @pytest.fixture
-def setup(pa_folder, tmp_path):
+def setup(pa_folder, seeded_store_dir):
     qs = load_prophet_arena(pa_folder)
-    store = ProceduralStore(tmp_path / "proc")
-    gid = store.seed(seed_tool_sources(), DEFAULT_GUIDE)
-    return qs, store, store.guides[gid]
+    store = ProceduralStore(seeded_store_dir)
+    return qs, store, next(iter(store.guides.values()))
 
 
 def _factory(store, guide, llm, mode="llm"):

@@ -13,7 +13,6 @@ from engine.forecast.evolution import (
 )
 from engine.forecast.memtools import AdmissionError, ProceduralStore
 from engine.forecast.search import corpus_from_questions
-from engine.forecast.seed_tools import DEFAULT_GUIDE, seed_tool_sources
 from engine.forecast.simulated import SimulatedForecastBackend
 
 from .conftest import needs_bwrap
@@ -90,10 +89,9 @@ class _FakeRunner:
 
 
 @needs_bwrap
-def test_bank_edit_kept_only_when_validation_improves(pa_folder, tmp_path):
+def test_bank_edit_kept_only_when_validation_improves(pa_folder, seeded_store_dir):
     qs = load_prophet_arena(pa_folder, ["Economics"])
-    store = ProceduralStore(tmp_path / "proc")
-    store.seed(seed_tool_sources(), DEFAULT_GUIDE)
+    store = ProceduralStore(seeded_store_dir)
     llm = SimulatedForecastBackend()  # suggests two "add" edits in priority order
     first = "Anchor on the market's implied probability and move away from it only on direct evidence."
     second = "Check the resolution rule's exact threshold before assigning probabilities."
@@ -113,10 +111,10 @@ def test_bank_edit_kept_only_when_validation_improves(pa_folder, tmp_path):
 
 @needs_bwrap
 @pytest.mark.slow
-def test_procedural_and_exploration_steps_grow_the_tree(pa_folder, tmp_path):
+def test_procedural_and_exploration_steps_grow_the_tree(pa_folder, tmp_path, seeded_store_dir):
     qs = load_prophet_arena(pa_folder, ["Economics"])[:2]
-    store = ProceduralStore(tmp_path / "proc")
-    seed_gid = store.seed(seed_tool_sources(), DEFAULT_GUIDE)
+    store = ProceduralStore(seeded_store_dir)
+    seed_gid = next(iter(store.guides))
     llm = SimulatedForecastBackend(seed=3)
     runner = Runner(llm, corpus_from_questions(qs), AgentConfig(top_k=1), tmp_path / "ws", store)
     ev = Evolution(llm, runner, store, qs, EvolutionConfig(explore_every=2, items_per_example=1))

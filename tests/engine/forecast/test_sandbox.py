@@ -7,13 +7,12 @@ from engine.forecast.data import load_prophet_arena
 from engine.forecast.evolution import strict_item_gate
 from engine.forecast.memtools import AdmissionError, Candidate, ProceduralStore, check_guide, inspect_tool
 from engine.forecast.sandbox import SandboxLimits, run_sandboxed
-from engine.forecast.seed_tools import DEFAULT_GUIDE, seed_tool_sources
 
 from .conftest import needs_bwrap
 
 pytestmark = needs_bwrap
 
-LIMITS = SandboxLimits(timeout_s=3.0, memory_mb=256, cpu_s=3, max_output_bytes=20_000)
+LIMITS = SandboxLimits(timeout_s=2.0, memory_mb=256, cpu_s=2, max_output_bytes=20_000)
 
 TEMPLATE = '''
 import json
@@ -36,10 +35,8 @@ def tool(name, body="    pass"):
 
 
 @pytest.fixture
-def store(tmp_path):
-    s = ProceduralStore(tmp_path / "proc", LIMITS)
-    s.seed(seed_tool_sources(), DEFAULT_GUIDE)
-    return s
+def store(seeded_store_dir):
+    return ProceduralStore(seeded_store_dir, LIMITS)
 
 
 @pytest.fixture
