@@ -2,7 +2,8 @@
 
 One run per size measures, for every method, on the same vectors and queries:
 build throughput (vectors/s), single-query latency p50/p99 (one query per
-call, the ToE retrieval pattern), batched throughput (all queries in one call)
+call, the ToE retrieval pattern; every method single-threaded here, NumPy's BLAS
+limited to one thread through threadpoolctl), batched throughput (all queries in one call)
 and recall@8 against exact brute force. Speed is reported as ratios against
 NumPy brute force measured in the same run.
 
@@ -102,6 +103,17 @@ def numpy_batch(x, q):
     return exact_topk(x, q, K)
 
 
+def _one_blas_thread():
+    """Limit OpenBLAS/MKL to one thread (threadpoolctl when installed, else a no-op)."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover
+        import contextlib
+
+        return contextlib.nullcontext()
+    return threadpool_limits(1)
+
+
 def _row(name, build_s, n, lat, batch_s, nq, rec, ref_p50, ref_qps):
     p50, p99 = np.percentile(lat, 50) * 1e3, np.percentile(lat, 99) * 1e3
     qps = nq / batch_s
@@ -126,8 +138,9 @@ def test_index(benchmark, n):
     rows = []
     n_single_bf = min(N_QUERIES, 200 if n <= 100_000 else 50)
 
-    # NumPy brute force (the reference)
-    lat = latencies(numpy_single(x), queries[:n_single_bf], warmup=5)
+    # NumPy brute force (the reference); one BLAS thread per single query, like every other method
+    with _one_blas_thread():
+        lat = latencies(numpy_single(x), queries[:n_single_bf], warmup=5)
     t = time.perf_counter()
     numpy_batch(x, queries)
     bf_batch = time.perf_counter() - t

@@ -6,11 +6,13 @@
    metering) against the policy's own time: ``policy.complete`` on the same
    (prompt, seed, sample) triples plus counting the prompt's and each sample's
    tokens (what any model does when it reads and writes text), measured in the same run, interleaved,
-   process time with the garbage collector off (as timeit does). Overhead =
+   process time with the garbage collector off (as timeit does), 15 pairs.
+   Overhead = median over pairs of
    (interface time - policy time) / policy time; target < 5%. The requests are
    one ToT step's mix: propose, value (n=3), answer and last-step value prompts.
 2. **Local model throughput**: SmolLM2-135M-Instruct through llama.cpp
-   (xllamacpp, 2 threads) generating 8 chat requests of up to 48 tokens
+   (xllamacpp, ``TOE_LLM_THREADS`` threads, default 1: on a shared machine
+   llama.cpp's spin-waiting threads starve, see benchmarks/results/llm.md) generating 8 chat requests of up to 48 tokens
    (counts are the server's) with 1 and with 4 parallel slots; tokens/s and
    the 4-slot / 1-slot ratio. Marked local_model; skipped without xllamacpp.
 
@@ -26,6 +28,8 @@ Command (figures in benchmarks/results/llm.md)::
 from __future__ import annotations
 
 import gc
+import os
+import statistics
 import time
 
 import pytest
@@ -86,9 +90,10 @@ def test_interface_overhead_simulated(benchmark):
     finally:
         gc.enable()
     benchmark.pedantic(interface, rounds=3, iterations=1, warmup_rounds=0)
-    policy_s = min(ref)
-    iface_s = min(ifc)
-    overhead = (iface_s - policy_s) / policy_s
+    policy_s = statistics.median(ref)
+    iface_s = statistics.median(ifc)
+    # median over interleaved pairs: robust to load spikes on a shared machine
+    overhead = statistics.median(i / r - 1.0 for i, r in zip(ifc, ref))
     per_req_us = (iface_s - policy_s) / len(reqs) * 1e6
     benchmark.extra_info.update({"requests": len(reqs), "samples": len(triples), "policy_s": policy_s,
                                  "interface_s": iface_s, "overhead": overhead, "overhead_per_request_us": per_req_us})
@@ -105,9 +110,10 @@ def test_local_model_tokens_per_second(benchmark):
 
     reqs = [Request(messages=[{"role": "user", "content": f"Write a long story about a robot named R{i}."}],
                     max_tokens=48, temperature=0.8, seed=i) for i in range(8)]
+    threads = int(os.environ.get("TOE_LLM_THREADS", "1"))
     results = {}
     for parallel in (1, 4):
-        b = LocalLlamaBackend(parallel=parallel, threads=2, context=256)
+        b = LocalLlamaBackend(parallel=parallel, threads=threads, context=256)
         try:
             b.generate(reqs[:1])  # warm-up
             t0 = time.perf_counter()
@@ -121,6 +127,6 @@ def test_local_model_tokens_per_second(benchmark):
     ratio = results[4][2] / results[1][2]
     benchmark.extra_info.update({f"tok_s_{p}": v[2] for p, v in results.items()} | {"ratio_4_vs_1": ratio})
     for p, (toks, wall, tps) in results.items():
-        print(f"\n[llm local] SmolLM2-135M Q4_1, 2 threads, {p} slot(s): {toks} tokens in {wall:.1f} s = {tps:.1f} tokens/s")
+        print(f"\n[llm local] SmolLM2-135M Q4_1, {threads} thread(s), {p} slot(s): {toks} tokens in {wall:.1f} s = {tps:.1f} tokens/s")
     print(f"[llm local] 4 slots / 1 slot = {ratio:.2f}x")
     assert results[1][0] > 0 and results[4][0] > 0

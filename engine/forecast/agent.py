@@ -15,6 +15,10 @@ repair turns; if it is still unusable the question is scored with the No
 Information (uniform) forecast (FutureX: counted wrong) and flagged
 ``failed``. Nothing in the loop raises on model output.
 
+``force_first_search`` (off by default) writes the first turn's search call
+with the question text instead of asking the model, for models too small to
+call tools; the call is recorded in the transcript like a model's.
+
 Modes: ``"foredreamer"`` (above), ``"full_text"`` (one turn, the question's own
 sources in the prompt, no search: the paper's Full Text row), ``"rag"`` (one
 turn, the top-k cutoff-filtered search results' raw content, no subagent).
@@ -22,6 +26,7 @@ turn, the top-k cutoff-filtered search results' raw content, no subagent).
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
@@ -47,6 +52,9 @@ class AgentConfig:
     max_tokens: int = 512
     temperature: float = 0.3
     answer_retries: int = 1
+    # Issue the first search with the question text instead of asking the model (off by default; lets a
+    # model too small to call tools still exercise search, subagent and MemTools). Reported in the output.
+    force_first_search: bool = False
 
     def __post_init__(self):
         check(self.mode in ("foredreamer", "full_text", "rag"),
@@ -177,8 +185,15 @@ class ForecastAgent:
             if final:
                 for ep in active:
                     ep.messages.append({"role": "user", "content": prompts.FINAL_TURN})
-            texts = self._generate(active, turn)
             wants: list[tuple[Episode, str]] = []
+            if turn == 1 and not final and self.cfg.force_first_search and self.cfg.mode == "foredreamer":
+                for ep in active:
+                    call = {"name": prompts.SEARCH_TOOL, "arguments": {"query": _task_text(ep.task)}}
+                    ep.messages.append({"role": "assistant", "content": f"<tool_call>{json.dumps(call)}</tool_call>"})
+                    wants.append((ep, _task_text(ep.task)))
+                self._search_and_process(wants, turn)
+                continue
+            texts = self._generate(active, turn)
             for ep, text in zip(active, texts):
                 ep.messages.append({"role": "assistant", "content": text})
                 ep.raw_answer = text

@@ -136,9 +136,16 @@ def run_sandboxed(tool_file: str | Path, item_dir: str | Path, request: dict,
     if not item_dir.is_dir():
         return SandboxResult("error", error=f"item_dir {str(item_dir)!r} is not a folder")
     cmd = build_command(tool_file, item_dir)
+    prlimit = shutil.which("prlimit")
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            preexec_fn=_limits(limits), start_new_session=True)
+    if prlimit:  # util-linux: sets the limits without a preexec_fn (which is unsafe with threads)
+        mem, fsize = limits.memory_mb * 1024 * 1024, limits.max_file_mb * 1024 * 1024
+        cmd = [prlimit, f"--as={mem}", f"--cpu={limits.cpu_s}", f"--fsize={fsize}", "--core=0", "--", *cmd]
+        proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                start_new_session=True)
+    else:
+        proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                preexec_fn=_limits(limits), start_new_session=True)
     bufs: dict[str, bytearray] = {"out": bytearray(), "err": bytearray()}
     total = [0]
     flooded = threading.Event()

@@ -25,8 +25,15 @@
   continuation completed a branch, or its state lies on the episode's verified
   solution); hit <= recall.
 
-Experience lives in :class:`Game24Experience`, a struct-of-arrays table
-(one row = one node and its experience); the snapshot is its column dict.
+Experience lives in the engine's compiled :class:`engine.store.ExperienceStore`
+(:mod:`engine.game24.toe_store`: nodes = canonical states, experiences = paths
+ending at a state with their verified suffix in an eid-aligned side column,
+binary Q updated by ``store.update(rule="binary")``, recall/hit by the store's
+counters). ``snapshot()`` is the store's snapshot plus the side columns;
+readers rebuild a read-only :class:`engine.store.StoreView` from it
+(``ExperienceStore.from_snapshot``) and never see the writable store.
+``[toe] precomputed = "DIR"`` seeds the store from an offline
+``toe game24 precompute`` directory.
 """
 
 from __future__ import annotations
@@ -39,7 +46,6 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from engine.config import check
-from engine.errors import PersistenceError
 from engine.game24.checks import state_key, step_ok
 from engine.game24.hooks import (
     EMPTY,
@@ -49,27 +55,18 @@ from engine.game24.hooks import (
     StepQuery,
     Updates,
 )
-from engine.game24.prompts import VALUE_MAP, format_numbers, parse_number, parse_step_line
+from engine.game24.prompts import VALUE_MAP, format_numbers, parse_step_line
+from engine.game24.toe_store import PREFIX, SIDE_COLUMNS, ToEStore, canon_text, parse_state
 from engine.game24.trajectory import Branch, canonical_numbers, step_line
-
-MAX_NUMBERS = 4
-
-# One row per node (= per experience). Adding a column touches this line only.
-COLUMNS: dict[str, tuple[str, tuple[int, ...]]] = {
-    "key": ("i8", ()),  # 64-bit canonical state key
-    "state": ("U64", ()),  # canonical state text, "4 6 10"
-    "size": ("i8", ()),  # how many numbers the state has
-    "nums": ("f8", (MAX_NUMBERS,)),  # the numbers as floats, NaN-padded (overlap search only)
-    "suffix": ("U256", ()),  # verified continuation: step lines joined by "\n"
-    "q": ("f8", ()),  # binary reliability, eq. (A4)
-    "recall": ("i8", ()),
-    "hit": ("i8", ()),
-    "created": ("i8", ()),  # episode id that admitted it
-}
+from engine.store import ExperienceStore
 
 
 def update_q_binary(q_old: np.ndarray, r: np.ndarray) -> np.ndarray:
-    """ToE eq. (A5): UpdateQ_G24(Q_old, r_t) = r_t (eq. (A3) with eta_G24 = 1). ``q_old, r`` f8[n]."""
+    """ToE eq. (A5): UpdateQ_G24(Q_old, r_t) = r_t (eq. (A3) with eta_G24 = 1). ``q_old, r`` f8[n].
+
+    A NumPy reference of what ``ExperienceStore.update(rule="binary")`` computes
+    (tests compare the two); the method itself updates through the store.
+    """
     eta = 1.0
     r = np.asarray(r, dtype=np.float64)
     pos = r > 0
@@ -85,22 +82,15 @@ class ToEConfig:
     overlap_max_missing: int = 1  # a stored state may differ from the query in at most this many numbers
     overlap_top_k: int = 3  # overlapping states tried per query
     value_from_experience: bool = True  # a state with a verified suffix is valued "sure" without a call
+    precomputed: str = ""  # a `toe game24 precompute` output directory seeding the store ("" = start empty)
 
     def __post_init__(self):
         check(self.mode in ("supply", "guide"), f"toe.mode must be 'supply' or 'guide', got {self.mode!r}")
         check(self.overlap_max_missing >= 1,
               f"toe.overlap_max_missing must be >= 1, got {self.overlap_max_missing}")
         check(self.overlap_top_k >= 1, f"toe.overlap_top_k must be >= 1, got {self.overlap_top_k}")
-
-
-def _empty_columns(n: int = 0) -> dict[str, np.ndarray]:
-    return {name: np.zeros((n, *shape), dtype=dt) for name, (dt, shape) in COLUMNS.items()}
-
-
-def _nums_row(numbers: Sequence[Fraction]) -> np.ndarray:
-    row = np.full(MAX_NUMBERS, np.nan)
-    row[: len(numbers)] = [float(x) for x in numbers]
-    return row
+        check(isinstance(self.precomputed, str),
+              f"toe.precomputed must be a directory path string or \"\", got {self.precomputed!r}")
 
 
 def verified_suffix(numbers: Sequence[Fraction], lines: Sequence[str]) -> bool:
@@ -156,100 +146,41 @@ def reinstantiate(stored: Sequence[Fraction], lines: Sequence[str], target: Sequ
     return tuple(out)
 
 
-class Game24Experience:
-    """Struct-of-arrays table of ToE nodes for Game of 24 (one verified suffix per canonical state)."""
-
-    def __init__(self, columns: Mapping[str, np.ndarray] | None = None):
-        self.cols = _empty_columns() if columns is None else {k: np.array(columns[k]) for k in COLUMNS}
-        self._index = {(int(k), str(s)): i for i, (k, s) in enumerate(zip(self.cols["key"], self.cols["state"]))}
-
-    def __len__(self) -> int:
-        return int(self.cols["key"].shape[0])
-
-    def find(self, key: int, state: str) -> int:
-        return self._index.get((int(key), state), -1)
-
-    def admit(self, key: int, state: str, numbers: Sequence[Fraction], suffix: str, r: float, episode_id: int) -> int:
-        """Admit one verified (state, suffix) pair; equivalent states consolidate into one row."""
-        row = self.find(key, state)
-        if row >= 0:
-            self.cols["q"][row] = update_q_binary(self.cols["q"][row : row + 1], np.array([r]))[0]
-            return row
-        if r <= 0:  # eq. (A4): Q = 0 -> rejected, never stored
-            return -1
-        new = {
-            "key": np.int64(key), "state": state, "size": len(numbers), "nums": _nums_row(numbers),
-            "suffix": suffix, "q": update_q_binary(np.zeros(1), np.array([r]))[0], "recall": 0, "hit": 0,
-            "created": episode_id,
-        }
-        for name, (dt, shape) in COLUMNS.items():
-            self.cols[name] = np.concatenate([self.cols[name], np.asarray([new[name]], dtype=dt).reshape(1, *shape)])
-        row = len(self) - 1
-        self._index[(int(key), state)] = row
-        return row
-
-    def count(self, column: str, rows: np.ndarray) -> None:
-        """Add 1 per occurrence of each row id to ``recall`` or ``hit`` (repeats add up)."""
-        rows = np.asarray(rows, dtype=np.int64)
-        if rows.size:
-            np.add.at(self.cols[column], rows, 1)
-
-    # -- persistence ------------------------------------------------------------------------
-    def save(self, directory: Path) -> None:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
-        directory.mkdir(parents=True, exist_ok=True)
-        table = {k: (list(v) if v.ndim > 1 else v) for k, v in self.cols.items()}
-        pq.write_table(pa.table(table), directory / "game24_toe.parquet")
-
-    @classmethod
-    def load(cls, directory: Path) -> "Game24Experience":
-        import pyarrow.parquet as pq
-
-        path = directory / "game24_toe.parquet"
-        if not path.is_file():
-            raise PersistenceError(f"{path} does not exist; expected a saved Game-of-24 ToE table")
-        table = pq.read_table(path)
-        missing = sorted(set(COLUMNS) - set(table.column_names))
-        if missing:
-            raise PersistenceError(f"{path} lacks column(s) {missing}; expected {sorted(COLUMNS)}")
-        cols = {}
-        for name, (dt, shape) in COLUMNS.items():
-            values = table.column(name).to_pylist()
-            cols[name] = np.asarray(values, dtype=dt).reshape(len(values), *shape)
-        return cls(cols)
-
-
 class ToEReader:
-    """Read-only retrieval over a snapshot of :class:`Game24Experience` columns."""
+    """Read-only retrieval over a snapshot of :class:`ToEStore` (a :class:`engine.store.StoreView` + side columns)."""
 
     def __init__(self, snapshot: Mapping[str, np.ndarray], config: ToEConfig, n_evaluate: int):
         self.cfg = config
         self.sure = VALUE_MAP["sure"] * n_evaluate
-        self.key = np.asarray(snapshot.get("key", np.zeros(0, np.int64)))
-        self.state = np.asarray(snapshot.get("state", np.zeros(0, "U64")))
-        self.size = np.asarray(snapshot.get("size", np.zeros(0, np.int64)))
-        self.nums = np.asarray(snapshot.get("nums", np.zeros((0, MAX_NUMBERS))))
-        self.suffix = np.asarray(snapshot.get("suffix", np.zeros(0, "U256")))
-        self.q = np.asarray(snapshot.get("q", np.zeros(0)))
-        self.hit = np.asarray(snapshot.get("hit", np.zeros(0, np.int64)))
-        self.order = np.argsort(self.key, kind="stable")
-        self.sorted_keys = self.key[self.order]
+        if "block" not in snapshot:  # an empty snapshot ({}): nothing stored yet
+            snapshot = ToEStore().snapshot()
+        self.view = ExperienceStore.from_snapshot(snapshot)
+        side = {k: np.asarray(snapshot[PREFIX + k]) for k in SIDE_COLUMNS}
+        self.suffix, self.canon, self.nums, self.size = side["suffix"], side["canon"], side["nums"], side["size"]
+        n = self.view.n_experiences
+        self.q = np.asarray(self.view.reliability[:, 0])
+        self.hit = self.view.hit
+        paths = self.view.paths
+        self.leaf = paths[np.arange(n), (paths >= 0).sum(axis=1) - 1] if n else np.zeros(0, np.int64)
+        self.node_eid = self.view.node_column("eid")
+        self.live = self.canon & (self.q > 0)  # retrievable: canonical and not rejected (Q > 0)
         self._cache: dict[tuple[int, str, str], Retrieval] = {}
 
-    def _exact(self, key: int, state: str) -> int:
-        lo = np.searchsorted(self.sorted_keys, key, side="left")
-        hi = np.searchsorted(self.sorted_keys, key, side="right")
-        for pos in range(lo, hi):
-            row = int(self.order[pos])
-            if self.state[row] == state and self.q[row] > 0:
-                return row
+    def state_numbers(self, eid: int) -> tuple[Fraction, ...]:
+        """Canonical numbers of experience ``eid``'s state (from its node text)."""
+        return parse_state(self.view.node_text(int(self.leaf[eid])))
+
+    def _exact(self, key: int, numbers: Sequence[Fraction]) -> int:
+        nodes = self.view.nodes_with_key(int(key) & 0xFFFF_FFFF_FFFF_FFFF)
+        eids = np.sort(self.node_eid[nodes])
+        for e in eids[eids >= 0]:
+            if self.live[e] and self.state_numbers(int(e)) == tuple(numbers):
+                return int(e)
         return -1
 
     def _overlapping(self, numbers: Sequence[Fraction]) -> np.ndarray:
         n = len(numbers)
-        same = np.flatnonzero((self.size == n) & (self.q > 0))
+        same = np.flatnonzero((self.size == n) & self.live)
         if same.size == 0:
             return same
         block = self.nums[same, :n]
@@ -270,7 +201,7 @@ class ToEReader:
         conts: list[tuple[str, ...]] = []
         ids: list[int] = []
         recalled: list[int] = []
-        row = self._exact(query.key, query.state)
+        row = self._exact(query.key, query.numbers)
         if row >= 0:
             recalled.append(row)
             lines = tuple(str(self.suffix[row]).split("\n"))
@@ -281,8 +212,7 @@ class ToEReader:
             for row in self._overlapping(query.numbers):
                 row = int(row)
                 recalled.append(row)
-                stored = [parse_number(t) for t in str(self.state[row]).split()]
-                lines = reinstantiate(stored, str(self.suffix[row]).split("\n"), query.numbers)
+                lines = reinstantiate(self.state_numbers(row), str(self.suffix[row]).split("\n"), query.numbers)
                 if lines is not None and verified_suffix(query.numbers, lines):
                     conts.append(lines)
                     ids.append(row)
@@ -317,70 +247,75 @@ class ToEReader:
         return [self._observe_one(t) for t in traces]
 
     def _observe_one(self, trace: EpisodeTrace) -> Updates:
-        states, suffixes, keys, nums, rewards = [], [], [], [], []
+        """Rows: the trajectory's states in order (row i = after i steps) with suffix and r_t; counters."""
+        states, suffixes, keys, rewards = [], [], [], []
         on_path: set[str] = set()
         steps = [line for line in trace.solution if not line.lower().startswith("answer")]
         if trace.success and len(steps) == 3:
             branch = Branch.start(trace.puzzle)
             for k in range(3):
                 lines = tuple(steps[k:])
-                on_path.add(branch.state)
-                r = 1.0 if verified_suffix(branch.numbers, lines) else 0.0  # eq. (A2)
-                if r > 0:  # eq. (A4): rejected continuations are not stored
-                    states.append(branch.state)
-                    suffixes.append("\n".join(lines))
-                    keys.append(state_key(branch.numbers))
-                    nums.append(_nums_row(branch.numbers))
-                    rewards.append(r)
+                on_path.add(canon_text(branch.numbers))
+                states.append(canon_text(branch.numbers))
+                suffixes.append("\n".join(lines))
+                keys.append(state_key(branch.numbers))
+                rewards.append(1.0 if verified_suffix(branch.numbers, lines) else 0.0)  # eq. (A2)
                 branch = step_ok(branch, steps[k])
                 if branch is None:
                     break
-        hits = set(trace.used)
+        retrieved = np.asarray(trace.retrieved, dtype=np.int64)
+        hits = set(int(i) for i in trace.used)
         if trace.success:
-            hits.update(i for i in trace.retrieved if str(self.state[i]) in on_path)
+            hits.update(int(i) for i in set(trace.retrieved) if canon_text(self.state_numbers(int(i))) in on_path)
+        hits &= set(retrieved.tolist())  # ToE Table A1: a hit is a recalled experience that was used
         return {
-            "state": np.asarray(states, dtype="U64"),
-            "suffix": np.asarray(suffixes, dtype="U256"),
+            "state": np.asarray(states, dtype=str) if states else np.zeros(0, dtype="U1"),
+            "suffix": np.asarray(suffixes, dtype=str) if suffixes else np.zeros(0, dtype="U1"),
             "key": np.asarray(keys, dtype=np.int64),
-            "nums": np.asarray(nums, dtype=np.float64).reshape(len(nums), MAX_NUMBERS),
             "r": np.asarray(rewards, dtype=np.float64),
-            "recall": np.asarray(trace.retrieved, dtype=np.int64),
+            "recall": retrieved,
             "hit": np.asarray(sorted(hits), dtype=np.int64),
         }
 
 
 class ToEHooks:
-    """ToE for Game of 24 as :class:`engine.game24.hooks.ExperienceHooks`."""
+    """ToE for Game of 24 as :class:`engine.game24.hooks.ExperienceHooks`, experience in a :class:`ToEStore`."""
 
     name = "toe"
 
     def __init__(self, config: ToEConfig | None = None, n_evaluate: int = 3):
         self.config = config or ToEConfig()
         self.n_evaluate = n_evaluate
-        self.table = Game24Experience()
+        self.exp = ToEStore()
+        if self.config.precomputed:
+            self.exp.seed_precomputed(self.config.precomputed)
+
+    @property
+    def store(self) -> ExperienceStore:
+        """The compiled experience store (writable; read it, change it only through ``apply``)."""
+        return self.exp.store
 
     def snapshot(self) -> dict[str, np.ndarray]:
-        return {k: v.copy() for k, v in self.table.cols.items()}
+        return self.exp.snapshot()
 
     def reader(self, snapshot) -> ToEReader:
         return ToEReader(snapshot, self.config, self.n_evaluate)
 
     def apply(self, updates: Sequence[tuple[int, Updates]]) -> None:
+        """Counters then admissions, episode by episode in id order (eids refer to the snapshot; rows only append)."""
         for episode_id, upd in updates:
             if not upd:
                 continue
-            # counters refer to rows of the snapshot the episode read; rows only ever get appended
-            self.table.count("recall", upd["recall"])
-            self.table.count("hit", upd["hit"])
-            for state, suffix, key, r in zip(upd["state"], upd["suffix"], upd["key"], upd["r"]):
-                numbers = canonical_numbers(parse_number(t) for t in str(state).split())
-                self.table.admit(int(key), str(state), numbers, str(suffix), float(r), int(episode_id))
+            self.exp.count(upd["recall"], upd["hit"])
+            if len(upd["key"]):
+                self.exp.admit(int(episode_id), upd["key"], [str(s) for s in upd["state"]],
+                               [str(s) for s in upd["suffix"]], upd["r"])
 
     def save_state(self, directory: Path) -> None:
-        self.table.save(Path(directory))
+        self.exp.save(Path(directory))
 
     def load_state(self, directory: Path) -> None:
-        self.table = Game24Experience.load(Path(directory))
+        self.exp = ToEStore.load(Path(directory))
 
 
 def make_toe_method(tot_config=None, toe_config: ToEConfig | None = None, name: str = "toe", learn_phases=("warmup", "test")):

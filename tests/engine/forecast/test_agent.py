@@ -114,3 +114,16 @@ def test_agent_config_errors():
         AgentConfig(turns=0)
     with pytest.raises(ConfigError, match="agent.mode must be"):
         AgentConfig(mode="chat")
+
+
+@needs_bwrap
+def test_force_first_search_runs_search_without_asking_the_model(setup, tmp_path):
+    qs, store, guide = setup
+    q = qs[0]
+    good = json.dumps({"rationale": "r", "probabilities": {m: 0.4 for m in q.markets}})
+    llm = _Scripted([good])  # only the final turn reaches the model; the subagent runs its pipeline
+    agent = ForecastAgent(llm, corpus_from_questions(qs), AgentConfig(top_k=1, force_first_search=True), tmp_path,
+                          _factory(store, guide, None, mode="pipeline"))
+    (ep,) = agent.run([q])
+    assert not ep.failed and ep.searches[0][1] == q.text and len(ep.memories) == 1
+    assert ep.messages[2]["content"].startswith("<tool_call>")

@@ -35,12 +35,12 @@ def test_zipf_selection_frequencies_match_eq5():
         tree.add(f"g{i}", "g0", s)
     tree.add("invalid", "g0", None)  # unvalidated nodes are never selected
     rng = random.Random(0)
-    n = 40_000
+    n = 20_000
     counts = Counter(tree.sample_parent(rng) for _ in range(n))
     assert "invalid" not in counts
     expect = zipf_probabilities(scores)
     freq = np.array([counts[f"g{i}"] / n for i in range(5)])
-    assert np.abs(freq - expect).max() < 0.01
+    assert np.abs(freq - expect).max() < 0.015  # 4 sigma at n = 20000
     assert ("g0", "g3") in tree.edges
     with pytest.raises(InputError, match="parent guide 'zz' is not in the tree"):
         tree.add("x", "zz", 0.1)

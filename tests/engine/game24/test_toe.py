@@ -11,7 +11,6 @@ from engine.errors import ConfigError, PersistenceError
 from engine.game24.checks import state_key
 from engine.game24.hooks import PHASE_PROPOSE, PHASE_VALUE, EpisodeTrace, StepQuery
 from engine.game24.toe_method import (
-    Game24Experience,
     ToEConfig,
     ToEHooks,
     make_toe_method,
@@ -19,6 +18,8 @@ from engine.game24.toe_method import (
     update_q_binary,
     verified_suffix,
 )
+from engine.game24.toe_store import ToEStore
+from engine.store import ExperienceStore, StoreView
 from engine.game24.tot import PuzzleTask
 from engine.game24.trajectory import canonical_numbers
 from engine.rounds import Episode
@@ -53,6 +54,18 @@ def _query(numbers, phase=PHASE_PROPOSE, step=1):
     return StepQuery(99, "99", 99, (1, 2, 3, 4), step, phase, nums, text, state_key(nums))
 
 
+def _admit(hooks, numbers, suffix, episode=0):
+    """Admit one (state, suffix) row directly (as apply would for a depth-0 path)."""
+    nums = canonical_numbers(numbers)
+    text = " ".join(str(x) for x in nums)
+    return int(hooks.exp.admit(episode, np.array([state_key(nums)]), [text], [suffix], np.array([1.0]))[0])
+
+
+def _states(hooks):
+    view = hooks.reader(hooks.snapshot())
+    return [" ".join(str(x) for x in view.state_numbers(e)) for e in range(hooks.store.n_experiences)]
+
+
 def _learn(hooks, traces):
     upd = hooks.reader(hooks.snapshot()).observe(traces, None)
     hooks.apply([(t.episode_id, u) for t, u in zip(traces, upd)])
@@ -66,19 +79,26 @@ def test_binary_update_is_eq_a4():
 def test_successful_trajectory_adds_states_and_suffixes():
     hooks = ToEHooks()
     _learn(hooks, [_trace(0, (4, 9, 10, 13), SOLUTION)])
-    t = hooks.table.cols
-    assert t["state"].tolist() == ["4 9 10 13", "4 4 10", "4 6"]
-    assert t["suffix"][2] == "4 * 6 = 24 (left: 24)"
-    assert t["suffix"][1] == "10 - 4 = 6 (left: 4 6)\n4 * 6 = 24 (left: 24)"
-    assert t["q"].tolist() == [1.0, 1.0, 1.0]
-    assert t["key"][2] == state_key((4, 6))
+    st = hooks.store
+    assert isinstance(st, ExperienceStore) and st.n_experiences == 3
+    assert _states(hooks) == ["4 9 10 13", "4 4 10", "4 6"]
+    # the trajectory is one tree path: s4 -> s3 -> s2, node keys = canonical state keys
+    assert st.path_texts(2) == ["4 9 10 13", "4 4 10", "4 6"]
+    assert st.children(0).tolist() == [1] and st.children(1).tolist() == [2]
+    assert int(st.node_column("key")[3].astype(np.int64)) == state_key((4, 6))
+    assert st.find_key([state_key((4, 6))]).tolist() == [3]
+    side = hooks.exp.side
+    assert side["suffix"][2] == "4 * 6 = 24 (left: 24)"
+    assert side["suffix"][1] == "10 - 4 = 6 (left: 4 6)\n4 * 6 = 24 (left: 24)"
+    assert st.reliability[:, 0].tolist() == [1.0, 1.0, 1.0]
+    assert side["episode"].tolist() == [0, 0, 0] and side["canon"].all()
 
 
 def test_failed_or_invalid_trajectories_are_not_admitted():
     hooks = ToEHooks()
     bad = ("13 - 9 = 4 (left: 4 4 10)", "10 - 4 = 6 (left: 4 6)", "4 * 6 = 25 (left: 25)", "Answer: x = 24")
     _learn(hooks, [_trace(0, (4, 9, 10, 13), SOLUTION, success=False), _trace(1, (4, 9, 10, 13), bad)])
-    assert len(hooks.table) == 0
+    assert len(hooks.exp) == 0 and hooks.store.n_nodes == 1
     assert not verified_suffix((F(4), F(6)), ["4 * 6 = 25 (left: 25)"])
     assert not verified_suffix((F(4), F(6)), ["4 + 6 = 10 (left: 10)"])  # legal but misses 24
     assert verified_suffix((F(4), F(6)), ["6 * 4 = 24 (left: 24)"])
@@ -90,9 +110,12 @@ def test_equivalent_states_consolidate():
     sol_b = ("2 * 2 = 4 (left: 3 3 4)", "3 + 3 = 6 (left: 4 6)", "4 * 6 = 24 (left: 24)",
              "Answer: (2 * 2) * (3 + 3) = 24")
     _learn(hooks, [_trace(0, (4, 9, 10, 13), SOLUTION), _trace(1, (2, 2, 3, 3), sol_b)])
-    states = hooks.table.cols["state"].tolist()
+    states = _states(hooks)
     assert states.count("4 6") == 1 and len(states) == 5
-    assert hooks.table.cols["created"][states.index("4 6")] == 0  # the first admitted suffix is kept
+    assert hooks.exp.side["episode"][states.index("4 6")] == 0  # the first admitted suffix is kept
+    # the second trajectory's path still runs through its own "3 3 4" node to the shared state's key
+    assert len(hooks.store.nodes_with_key(state_key((4, 6)) & (2**64 - 1))) == 1
+    assert hooks.store.path_texts(4) == ["2 2 3 3", "3 3 4"]
 
 
 def test_exact_and_overlap_retrieval():
@@ -106,10 +129,8 @@ def test_exact_and_overlap_retrieval():
     assert none.continuations == () and none.value is None
     # overlap: a stored state differing in one number; its suffix replayed on the query must verify
     hooks2 = ToEHooks()
-    hooks2.table.admit(state_key((0, 5, 24)), "0 5 24", (F(0), F(5), F(24)),
-                       "0 * 5 = 0 (left: 0 24)\n24 + 0 = 24 (left: 24)", 1.0, 0)
-    hooks2.table.admit(state_key((3, 5, 8)), "3 5 8", (F(3), F(5), F(8)),
-                       "5 - 3 = 2 (left: 2 8)\n2 * 8 = 16 (left: 16)", 1.0, 0)  # (not a real solution)
+    _admit(hooks2, (0, 5, 24), "0 * 5 = 0 (left: 0 24)\n24 + 0 = 24 (left: 24)")
+    _admit(hooks2, (3, 5, 8), "5 - 3 = 2 (left: 2 8)\n2 * 8 = 16 (left: 16)")  # (not a real solution)
     r2 = hooks2.reader(hooks2.snapshot())
     (ov,) = r2.retrieve([_query((0, 7, 24))], None)
     assert ov.continuations == (("0 * 7 = 0 (left: 0 24)", "24 + 0 = 24 (left: 24)"),)
@@ -117,7 +138,7 @@ def test_exact_and_overlap_retrieval():
     (rej,) = r2.retrieve([_query((3, 5, 9))], None)  # overlapping, replay misses 24 -> not offered
     assert rej.continuations == () and rej.experience_ids == (1,)
     guide = ToEHooks(ToEConfig(mode="guide"))
-    guide.table = hooks.table
+    guide.exp = hooks.exp
     (g,) = guide.reader(guide.snapshot()).retrieve([_query((4, 6))], None)
     assert g.continuations == () and "4 * 6 = 24" in g.experience
 
@@ -141,14 +162,14 @@ def test_toe_reuses_stored_continuation_in_search():
     assert res.updates["hit"].tolist() == [0] and 0 in res.updates["recall"].tolist()
     assert res.record["used_ids"] == [0] and 0 in res.record["retrieved_ids"]
     method.apply([res])
-    assert method.hooks.table.cols["hit"][0] == 1
-    assert (method.hooks.table.cols["hit"] <= method.hooks.table.cols["recall"]).all()
+    st = method.hooks.store
+    assert st.hit[0] == 1 and st.recall[0] >= 1
+    assert (st.hit <= st.recall).all()
     # a different puzzle reaching the stored state "4 4 10" after one LLM step is completed there
     llm2 = Scripted()
     ep2 = Episode(6, PuzzleTask((4, 9, 10, 13)), seed=4)
     method2 = make_toe_method(toe_config=ToEConfig(mode="supply"))
-    method2.hooks.table.admit(state_key((4, 4, 10)), "4 4 10", (F(4), F(4), F(10)),
-                              "10 - 4 = 6 (left: 4 6)\n4 * 6 = 24 (left: 24)", 1.0, 0)
+    _admit(method2.hooks, (4, 4, 10), "10 - 4 = 6 (left: 4 6)\n4 * 6 = 24 (left: 24)")
     (r2,) = method2.run_episodes(method2.snapshot(), [ep2], llm2)
     assert r2.record["success_any"] and r2.record["by_experience"]
     assert r2.record["calls"] == 1  # one propose call, then the candidate "4 4 10" is completed from experience
@@ -170,13 +191,21 @@ def test_guide_mode_values_known_states_without_calls():
 def test_persistence_roundtrip_and_errors(tmp_path):
     hooks = ToEHooks()
     _learn(hooks, [_trace(0, (4, 9, 10, 13), SOLUTION)])
+    hooks.store.record_recall([1, 1])
+    hooks.store.record_hit([1])
     hooks.save_state(tmp_path)
     other = ToEHooks()
     other.load_state(tmp_path)
-    for k, v in hooks.table.cols.items():
-        np.testing.assert_array_equal(np.asarray(v), np.asarray(other.table.cols[k]))
+    for k, v in hooks.exp.side.items():
+        np.testing.assert_array_equal(np.asarray(v), np.asarray(other.exp.side[k]))
+    for name in ("reliability", "recall", "hit", "paths"):
+        np.testing.assert_array_equal(getattr(hooks.store, name), getattr(other.store, name))
+    assert other.exp.lookup(state_key((4, 6)), (F(4), F(6))) == 2  # the consolidation index is rebuilt
     with pytest.raises(PersistenceError, match="does not exist"):
-        Game24Experience.load(tmp_path / "nope")
+        ToEStore.load(tmp_path / "nope")
+    ExperienceStore(horizons=("g24",)).save(tmp_path / "plain")  # a store checkpoint without the side file
+    with pytest.raises(PersistenceError, match="lacks game24_toe_side.parquet"):
+        ToEStore.load(tmp_path / "plain")
 
 
 def test_config_errors():
@@ -184,3 +213,74 @@ def test_config_errors():
         ToEConfig(mode="copy")
     with pytest.raises(ConfigError, match="overlap_top_k"):
         ToEConfig(overlap_top_k=0)
+
+
+def test_store_binary_update_matches_eq_a4_reference():
+    hooks = ToEHooks()
+    _learn(hooks, [_trace(0, (4, 9, 10, 13), SOLUTION)])
+    st = hooks.store
+    before = st.reliability[:, 0].copy()
+    st.update([0, 1, 2], [0.0, 1.0, 1.0], rule="binary", horizon=0)
+    assert st.reliability[:, 0].tolist() == update_q_binary(before, np.array([0.0, 1.0, 1.0])).tolist()
+    # a state whose Q dropped to 0 is no longer retrieved; re-admission (r = 1) restores Q = 1 (eq. (A5))
+    (ret,) = hooks.reader(hooks.snapshot()).retrieve([_query((4, 9, 10, 13))], None)
+    assert ret.experience_ids == ()
+    _learn(hooks, [_trace(1, (4, 9, 10, 13), SOLUTION)])
+    assert st.reliability[:, 0].tolist() == [1.0, 1.0, 1.0] and st.n_experiences == 3
+
+
+def test_counters_after_a_run_and_read_only_snapshot():
+    """After a round: recall counts every retrieval, hit <= recall, Q binary; the snapshot is read-only."""
+    method = make_toe_method(toe_config=ToEConfig(mode="supply"))
+    _learn(method.hooks, [_trace(0, (4, 9, 10, 13), SOLUTION)])
+    snap = method.snapshot()
+    eps = [Episode(i, PuzzleTask((4, 9, 10, 13)), seed=i) for i in (5, 6, 7)]
+    results = method.run_episodes(snap, eps, Scripted())
+    assert all(r.record["used_ids"] == [0] for r in results)
+    method.apply(results)
+    st = method.hooks.store
+    assert st.hit.tolist()[0] == 3 and st.recall[0] >= 3
+    assert (st.hit <= st.recall).all() and set(st.reliability[:, 0].tolist()) <= {0.0, 1.0}
+    # the snapshot the episodes read did not change, and cannot be written
+    view = ExperienceStore.from_snapshot(snap)
+    assert isinstance(view, StoreView) and not hasattr(view, "update")
+    assert view.hit.tolist() == [0, 0, 0] and view.recall.tolist() == [0, 0, 0]
+    for name, arr in snap.items():
+        assert not arr.flags.writeable, name
+    with pytest.raises(ValueError, match="read-only"):
+        snap["toe_suffix"][0] = "x"
+
+
+def test_hits_are_limited_to_recalled_experiences():
+    hooks = ToEHooks()
+    _learn(hooks, [_trace(0, (4, 9, 10, 13), SOLUTION)])
+    reader = hooks.reader(hooks.snapshot())
+    (upd,) = reader.observe([_trace(1, (4, 9, 10, 13), SOLUTION, retrieved=(1, 1, 2), used=(2,))], None)
+    assert upd["recall"].tolist() == [1, 1, 2] and upd["hit"].tolist() == [1, 2]  # 0 on path but not recalled
+    hooks.apply([(1, upd)])
+    assert hooks.store.recall.tolist() == [0, 2, 1] and hooks.store.hit.tolist() == [0, 1, 1]
+
+
+def test_precomputed_tree_seeds_the_store(tmp_path):
+    from engine.game24.precompute import precompute, write_tables
+
+    write_tables(precompute([(4, 9, 10, 13), (1, 1, 4, 6)]), tmp_path / "pre")
+    cfg = ToEConfig(mode="supply", precomputed=str(tmp_path / "pre"))
+    method = make_toe_method(toe_config=cfg)
+    st = method.hooks.store
+    assert st.n_experiences > 10 and set(st.reliability[:, 0].tolist()) == {1.0}
+    canon = method.hooks.exp.side["canon"]
+    assert 0 < canon.sum() <= st.n_experiences  # a state reached from several parents has one canonical eid
+    llm = Scripted()
+    (res,) = method.run_episodes(method.snapshot(), [Episode(0, PuzzleTask((4, 9, 10, 13)), seed=1)], llm)
+    assert llm.batches == [] and res.record["success_any"] and res.record["by_experience"]
+    (used,) = res.record["used_ids"]
+    assert canon[used] and method.hooks.exp.side["episode"][used] == -1  # precomputed offline
+    # learning on top of the seeded store adds nothing for known states
+    n = st.n_experiences
+    method.apply([res])
+    assert st.n_experiences == n and st.hit[used] == 1
+    with pytest.raises(PersistenceError, match="not a Game-of-24 precompute directory"):
+        make_toe_method(toe_config=ToEConfig(precomputed=str(tmp_path / "missing")))
+    with pytest.raises(ConfigError, match="toe.precomputed must be"):
+        ToEConfig(precomputed=3)

@@ -23,7 +23,7 @@ REPO = Path(__file__).resolve().parents[3]
 def _start_server(parallel=2):
     proc = subprocess.Popen(
         [sys.executable, str(REPO / "scripts" / "llm_serve_local.py"), "--parallel", str(parallel),
-         "--threads", "2", "--context", "1024"],
+         "--threads", "1", "--context", "1024"],
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
     )
     deadline = time.time() + 120
@@ -103,7 +103,7 @@ def test_local_backend_generates():
     from engine.llm.local_backend import default_model_path
 
     assert default_model_path().endswith(".gguf")
-    b = make_backend(load_llm_config({"llm": {"backend": "local", "parallel": 2, "threads": 2, "context": 1024}}))
+    b = make_backend(load_llm_config({"llm": {"backend": "local", "parallel": 2, "threads": 1, "context": 1024}}))
     try:
         assert b.base_url.startswith("http://127.0.0.1:")
         out = b.generate([
