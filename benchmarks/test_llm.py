@@ -1,18 +1,24 @@
 """LLM interface overhead (simulated policy) and local-model throughput, one run.
 
-1. **Interface overhead** per request: the batched path
-   ``MeteredBackend(SimulatedGame24Backend).generate(requests)`` (request
-   handling, seeds, stop/max-token limits, Completion/Response objects, usage
-   metering) against the policy's own time: ``policy.complete`` on the same
-   (prompt, seed, sample) triples plus counting the prompt's and each sample's
-   tokens (what any model does when it reads and writes text), measured in the same run, interleaved,
-   process time with the garbage collector off (as timeit does), 15 pairs.
-   Overhead = median over pairs of
-   (interface time - policy time) / policy time; target < 5%. The requests are
-   one ToT step's mix: propose, value (n=3), answer and last-step value prompts.
+1. **Interface overhead** per request: the interface's own work, measured
+   directly by running ``MeteredBackend(SimulatedGame24Backend).generate``
+   with the policy's outputs looked up from a table (request handling, seeds,
+   prompt and completion token counts, stop/max-token limits,
+   Completion/Response objects, usage metering, plus the lookup itself),
+   against the policy's own time (``policy.complete`` on the same (prompt,
+   seed, sample) triples, plus counting tokens), in the same run, interleaved,
+   process time, garbage collector off (as timeit does), min of 15 each.
+   Token counting (the backend estimates counts a real model reports) is
+   timed separately. Overhead = (interface time - counting time) / (policy +
+   counting time); target < 5%; the figure with counting charged to the
+   interface is printed too. (Subtracting
+   two noisy end-to-end timings instead moved by +-5 points between runs on
+   the shared machine.) The requests are one ToT step's mix: propose, value
+   (n=3), answer and last-step value prompts.
 2. **Local model throughput**: SmolLM2-135M-Instruct through llama.cpp
    (xllamacpp, ``TOE_LLM_THREADS`` threads, default 1: on a shared machine
-   llama.cpp's spin-waiting threads starve, see benchmarks/results/llm.md) generating 8 chat requests of up to 48 tokens
+   llama.cpp's spin-waiting threads starve, see benchmarks/results/llm.md)
+   generating 8 chat requests of up to 48 tokens
    (counts are the server's) with 1 and with 4 parallel slots; tokens/s and
    the 4-slot / 1-slot ratio. Marked local_model; skipped without xllamacpp.
 
@@ -29,7 +35,6 @@ from __future__ import annotations
 
 import gc
 import os
-import statistics
 import time
 
 import pytest
@@ -58,48 +63,69 @@ def _requests(copies: int = 40) -> list[Request]:
     return reqs
 
 
+class _Recorded:
+    """The policy's outputs looked up instead of computed: what is left is the interface's own work."""
+
+    def __init__(self, table):
+        self.table = table
+
+    def complete(self, prompt, seed, index, temperature=0.7):
+        return self.table[(prompt, seed, index, temperature)]
+
+
 def test_interface_overhead_simulated(benchmark):
     reqs = _requests(20)
     backend = SimulatedGame24Backend()
     policy = backend.policy
-    triples = [(r.prompt, r.seed, i, r.temperature) for r in reqs for i in range(r.n)]
-    MeteredBackend(backend).generate(reqs)  # warm the solver memo and caches on both paths
+    MeteredBackend(backend).generate(reqs)  # warm the solver memo and caches
+    table = {(r.prompt, r.seed, i, r.temperature): policy.complete(r.prompt, r.seed, i, r.temperature)
+             for r in reqs for i in range(r.n)}
+    hollow = SimulatedGame24Backend()
+    hollow.policy = _Recorded(table)
+    assert [x.texts for x in MeteredBackend(hollow).generate(reqs)] == \
+        [x.texts for x in MeteredBackend(backend).generate(reqs)]
+
+    texts = list(table.values())
 
     def policy_only():
-        # the model's own work: read (tokenize) each prompt once, write (and count) each sample
+        for r in reqs:
+            for i in range(r.n):
+                policy.complete(r.prompt, r.seed, i, r.temperature)
+
+    def counting():  # token counts: the backend computes them, a real model reports them
         for r in reqs:
             count_prompt_tokens(r.prompt)
-            for i in range(r.n):
-                count_tokens(policy.complete(r.prompt, r.seed, i, r.temperature))
+        for t in texts:
+            count_tokens(t)
 
-    def interface():
-        MeteredBackend(backend).generate(reqs)
+    def interface_only():
+        MeteredBackend(hollow).generate(reqs)
 
-    # reference and interface interleaved, GC off (as timeit does), min of each
-    ref, ifc = [], []
+    times = {"policy": [], "count": [], "hollow": []}
     gc.collect()
     gc.disable()
     try:
         for _ in range(15):
-            t0 = time.process_time()
-            policy_only()
-            ref.append(time.process_time() - t0)
-            t0 = time.process_time()
-            interface()
-            ifc.append(time.process_time() - t0)
+            for name, fn in (("policy", policy_only), ("count", counting), ("hollow", interface_only)):
+                t0 = time.process_time()
+                fn()
+                times[name].append(time.process_time() - t0)
     finally:
         gc.enable()
-    benchmark.pedantic(interface, rounds=3, iterations=1, warmup_rounds=0)
-    policy_s = statistics.median(ref)
-    iface_s = statistics.median(ifc)
-    # median over interleaved pairs: robust to load spikes on a shared machine
-    overhead = statistics.median(i / r - 1.0 for i, r in zip(ifc, ref))
-    per_req_us = (iface_s - policy_s) / len(reqs) * 1e6
-    benchmark.extra_info.update({"requests": len(reqs), "samples": len(triples), "policy_s": policy_s,
-                                 "interface_s": iface_s, "overhead": overhead, "overhead_per_request_us": per_req_us})
-    print(f"\n[llm overhead] SIMULATED policy: {len(reqs)} requests / {len(triples)} samples; "
-          f"policy {policy_s * 1e3:.1f} ms, interface {iface_s * 1e3:.1f} ms, "
-          f"overhead {overhead * 100:.2f}% ({per_req_us:.1f} us/request; target < 5%)")
+    benchmark.pedantic(interface_only, rounds=5, iterations=1, warmup_rounds=1)
+    policy_s, count_s, hollow_s = (min(times[k]) for k in ("policy", "count", "hollow"))
+    machinery_s = max(hollow_s - count_s, 0.0)
+    overhead = machinery_s / (policy_s + count_s)  # token counting counted as the model's work
+    strict = hollow_s / policy_s  # everything the backend adds, token counting included
+    per_req_us = machinery_s / len(reqs) * 1e6
+    benchmark.extra_info.update({"requests": len(reqs), "samples": len(table), "policy_s": policy_s,
+                                 "count_s": count_s, "hollow_s": hollow_s, "overhead": overhead,
+                                 "overhead_incl_counting": strict, "overhead_per_request_us": per_req_us})
+    print(f"\n[llm overhead] SIMULATED policy: {len(reqs)} requests / {len(table)} samples; "
+          f"policy {policy_s * 1e3:.1f} ms, token counting {count_s * 1e3:.2f} ms, "
+          f"backend+metering with outputs looked up {hollow_s * 1e3:.2f} ms -> interface machinery "
+          f"{machinery_s * 1e3:.2f} ms ({per_req_us:.1f} us/request) = {overhead * 100:.2f}% of the policy "
+          f"(target < 5%); including token counting {strict * 100:.2f}%")
     assert overhead < 0.05
 
 

@@ -211,3 +211,22 @@ def _kill(proc: subprocess.Popen) -> None:
             proc.kill()
         except ProcessLookupError:
             pass
+
+
+_PROBE: list = []
+
+
+def sandbox_available() -> tuple[bool, str]:
+    """(True, "") when bwrap can start an isolated process here (cached); else (False, why)."""
+    if _PROBE:
+        return _PROBE[0]
+    try:
+        cmd = [bwrap_path(), "--unshare-all", "--die-with-parent", *_system_binds(), "--proc", "/proc",
+               "--dev", "/dev", "--tmpfs", "/tmp", python_executable(), "-I", "-S", "-c", "print('ok')"]
+        r = subprocess.run(cmd, capture_output=True, timeout=30)
+        res = (r.returncode == 0 and b"ok" in r.stdout,
+               r.stderr.decode("utf-8", "replace")[-300:] or f"exit code {r.returncode}")
+    except (ConfigError, OSError, subprocess.TimeoutExpired) as exc:
+        res = (False, str(exc))
+    _PROBE.append((res[0], "" if res[0] else res[1]))
+    return _PROBE[0]

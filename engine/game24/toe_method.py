@@ -2,7 +2,7 @@
 
 * **Nodes are canonical states**: the sorted multiset of exact numbers left
   (4, 3 or 2 of them), keyed by a 64-bit canonical key; equality is decided on
-  the canonical text, never on the key alone. States equal after
+  the canonical numbers, never on the key alone. States equal after
   canonicalization share one node ("consolidated into the same logical node").
 * **Experience** at a node is a verified solution suffix: the step lines that
   lead from that state to 24. One per node (the first admitted; a later
@@ -266,7 +266,8 @@ class ToEReader:
         retrieved = np.asarray(trace.retrieved, dtype=np.int64)
         hits = set(int(i) for i in trace.used)
         if trace.success:
-            hits.update(int(i) for i in set(trace.retrieved) if canon_text(self.state_numbers(int(i))) in on_path)
+            hits.update(int(i) for i in set(trace.retrieved)
+                        if canon_text(self.state_numbers(int(i))) in on_path)
         hits &= set(retrieved.tolist())  # ToE Table A1: a hit is a recalled experience that was used
         return {
             "state": np.asarray(states, dtype=str) if states else np.zeros(0, dtype="U1"),

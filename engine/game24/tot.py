@@ -398,6 +398,29 @@ class ToTMethod:
     def apply(self, results: Sequence[EpisodeResult]) -> None:
         self.hooks.apply([(r.episode_id, r.updates) for r in results])
 
+    def save_state(self, directory) -> None:
+        """Checkpoint hook (engine.rounds): hooks with their own atomic store save use it."""
+        from pathlib import Path
+
+        if hasattr(self.hooks, "save_state"):
+            self.hooks.save_state(Path(directory))
+        else:
+            import pickle
+
+            with open(Path(directory) / "hooks.pkl", "wb") as fh:
+                pickle.dump(self.hooks, fh, protocol=pickle.HIGHEST_PROTOCOL)
+
+    def load_state(self, directory) -> None:
+        from pathlib import Path
+
+        if hasattr(self.hooks, "load_state"):
+            self.hooks.load_state(Path(directory))
+        else:
+            import pickle
+
+            with open(Path(directory) / "hooks.pkl", "rb") as fh:
+                self.hooks = pickle.load(fh)
+
 
 def _record(method: ToTMethod, run: _Run, trace: EpisodeTrace, usage: Usage, wall: float) -> dict:
     first = trace.outputs[0] if trace.outputs else ""

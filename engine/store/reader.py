@@ -188,7 +188,7 @@ class StoreReader:
 
     def nodes_with_key(self, key) -> np.ndarray:
         """All node ids with ``key`` (int or text), ascending."""
-        k = np.uint64(text_key(key) if isinstance(key, str) else int(key))
+        k = np.uint64(text_key(key) if isinstance(key, str) else int(key) & 0xFFFFFFFFFFFFFFFF)
         out = []
         self._ensure_key_index()
         nid = int(KT.key_find(self._key_table, self._nodes["key"], k))

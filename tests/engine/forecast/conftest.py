@@ -9,7 +9,10 @@ from engine.forecast.data import PA_COLUMNS
 
 SHARED = Path(__file__).resolve().parents[3].parent / "shared" / "data" / "forecast" / "prophet_arena"
 
-needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed")
+from engine.forecast.sandbox import sandbox_available  # noqa: E402
+
+_SANDBOX_OK, _SANDBOX_WHY = sandbox_available()
+needs_bwrap = pytest.mark.skipif(not _SANDBOX_OK, reason=f"bubblewrap sandbox unavailable: {_SANDBOX_WHY}")
 
 
 def make_row(qid, category="Sports", snapshot="2025-08-01T12:00:00+00:00", markets=("A", "B"), outcome=(1, 0),
@@ -56,8 +59,8 @@ def _seeded_template(tmp_path_factory):
     from engine.forecast.memtools import ProceduralStore
     from engine.forecast.seed_tools import DEFAULT_GUIDE, seed_tool_sources
 
-    if shutil.which("bwrap") is None:
-        pytest.skip("bubblewrap (bwrap) is not installed")
+    if not _SANDBOX_OK:
+        pytest.skip(f"bubblewrap sandbox unavailable: {_SANDBOX_WHY}")
     root = tmp_path_factory.mktemp("seeded") / "proc"
     ProceduralStore(root).seed(seed_tool_sources(), DEFAULT_GUIDE)
     return root
