@@ -34,6 +34,7 @@ import numpy as np
 
 from engine.errors import PersistenceError
 from engine.rounds import Episode, EpisodeResult
+from engine.fsutil import fsync_dir as _fsync_dir, fsync_file as _fsync_file
 
 FORMAT = 1
 _METHOD_PICKLE = "method_state.pkl"
@@ -80,25 +81,6 @@ def load_method_state(method, directory: Path) -> None:
         )
     with open(path, "rb") as fh:
         vars(method).update(pickle.load(fh))
-
-
-def _fsync_file(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    except OSError:  # pragma: no cover - platforms without directory fds
-        return
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _fsync_tree(root: Path) -> None:

@@ -40,6 +40,7 @@ import numpy as np
 from engine.errors import EngineError, PersistenceError
 from engine.store import columns as C
 from engine.store.ledger import LEDGER_COLUMNS, FeedbackLedger
+from engine.fsutil import fsync_dir as _fsync_dir, fsync_file as _fsync_file
 
 FORMAT = "toe-experience-store"
 SCHEMA_VERSION = 1
@@ -63,27 +64,6 @@ def _stage(name: str) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
     if fault_hook is not None:
         fault_hook(name)
-
-
-def _fsync_file(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    except OSError:  # pragma: no cover - platforms without directory fds
-        return
-    try:
-        os.fsync(fd)
-    except OSError:  # pragma: no cover
-        pass
-    finally:
-        os.close(fd)
 
 
 def sha256_file(path: Path) -> str:
