@@ -34,7 +34,6 @@ import hashlib
 import json
 import random
 import re
-import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path

@@ -27,7 +27,6 @@ from pathlib import Path
 from engine.config import to_dict
 from engine.embed import embedder_from_table
 from engine.errors import ConfigError
-from engine.forecast.agent import ForecastAgent
 from engine.forecast.config import ForecastConfig, load_forecast_config
 from engine.forecast.data import category_splits, load_prophet_arena, train_ids_from_files
 from engine.forecast.evolution import Evolution, ExperienceBank, Runner
@@ -118,6 +117,8 @@ def run(config: dict, options) -> int:
                         "rag": "RAG"}[method]
                 rows.append(score(name + tag, evaluated, [e.probs for e in eps], sum(e.failed for e in eps)))
                 details[method] = [{"qid": e.qid, "probs": e.probs, "failed": e.failed, "searches": e.searches,
+                                    "memories": [{"item": str(m.item_dir), "fallback": m.fallback, "calls": m.calls}
+                                                 for m in e.memories],
                                     "raw_answer": e.raw_answer[-400:]} for e in eps]
             summary["details"] = details
             summary["usage"] = to_dict(llm.meter.total)

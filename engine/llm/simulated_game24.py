@@ -25,6 +25,19 @@ explicit error model whose parameters are :class:`SimulatedPolicyParams`:
   operator is changed so it misses 24); invalid steps give the expression the
   steps spell (which almost always misses 24).
 
+* **experience** (the block memory methods insert between the examples and
+  the task, headed by ``prompts.EXPERIENCE_HEADER``; only that block is read,
+  never the task part): in a propose prompt each line slot copies an
+  applicable experience step (``a op b = c (left: ...)`` with a and b among
+  the current numbers) with probability ``p_follow_experience``, rewritten on
+  the current numbers with correct arithmetic; in an answer prompt an
+  experience ``Answer:`` expression over exactly the input numbers is copied
+  with probability ``p_copy_experience_answer``. All other draws use a random
+  stream seeded from the prompt WITHOUT the experience block, so the block
+  changes the output only through this explicit model: with both
+  probabilities 0 (or nothing applicable) the completion equals the one for
+  the same prompt without experience.
+
 Every completion is a deterministic function of (prompt, seed, sample index)
 only, never of the batch composition or call order: the seed is the request's
 ``seed`` (or the backend's default seed when the request has none), and at
@@ -55,9 +68,12 @@ __all__ = [
     "SimulatedGame24Policy",
     "SimulatedGame24Backend",
     "answer_is_correct",
+    "applicable_experience_answers",
+    "applicable_experience_steps",
     "classify_prompt",
     "count_tokens",
     "is_solvable",
+    "split_experience",
 ]
 
 MODEL_NAME = "simulated-game24-v1"
@@ -164,6 +180,87 @@ def classify_prompt(prompt: str) -> str:
     return "unknown"
 
 
+# ---------------------------------------------------------------- experience block
+
+
+def _rng(prompt: str, seed: int, index: int, tag: bytes) -> random.Random:
+    digest = hashlib.blake2b(tag + f"{seed}\x1f{index}\x1f".encode() + prompt.encode(), digest_size=16).digest()
+    return random.Random(int.from_bytes(digest, "little"))
+
+
+def split_experience(prompt: str) -> tuple[str, str]:
+    """(experience text, prompt without the experience block) of a propose or answer prompt.
+
+    The block is what :mod:`engine.game24.prompts` inserts: from
+    ``EXPERIENCE_HEADER`` up to the task's ``Input:`` line (the last one in the
+    prompt). Without a block: ``("", prompt)``. The bare prompt is exactly the
+    prompt the same call would have built with ``experience=None``.
+    """
+    head = prompt.find(P.EXPERIENCE_HEADER)
+    task = prompt.rfind("\nInput:")
+    if head < 0 or task < head:
+        return "", prompt
+    text = prompt[head + len(P.EXPERIENCE_HEADER):task]
+    return text.strip(), prompt[:head] + prompt[task + 1:]
+
+
+def _multiset_take(pool: list, values) -> list | None:
+    """``pool`` less one copy of each of ``values``; None when some value is missing."""
+    rest = list(pool)
+    for v in values:
+        if v not in rest:
+            return None
+        rest.remove(v)
+    return rest
+
+
+def applicable_experience_steps(experience: str, nums: Sequence[Fraction]):
+    """Experience step lines whose operands are among ``nums``, as moves on ``nums``.
+
+    Each distinct ``a op b`` of the experience (in order of appearance) becomes
+    ``(a, op, b, c, left)`` with the correct ``c = a op b`` and ``left`` the
+    current numbers less a and b plus c (sorted); the experience's own result
+    and left list are ignored. Division by zero is skipped.
+    """
+    out, seen = [], set()
+    for line in experience.splitlines():
+        parsed = P.parse_step_line(line)
+        if parsed is None:
+            continue
+        a, op, b = parsed[0], parsed[1], parsed[2]
+        if (a, op, b) in seen or (op == "/" and b == 0):
+            continue
+        rest = _multiset_take(list(nums), (a, b))
+        if rest is None:
+            continue
+        seen.add((a, op, b))
+        c = _OPS[op](a, b)
+        out.append((a, op, b, c, tuple(sorted(rest + [c]))))
+    return out
+
+
+_EXPR_NUM = re.compile(r"\d+(?:\.\d+)?")
+
+
+def applicable_experience_answers(experience: str, nums: Sequence[Fraction]) -> list[str]:
+    """Distinct ``Answer:`` expressions of the experience whose numbers are exactly ``nums`` (a multiset)."""
+    want = sorted(Fraction(x) for x in nums)
+    out = []
+    for line in experience.splitlines():
+        if "answer:" not in line.lower():
+            continue
+        expr = P.parse_answer(line)
+        if not expr or expr in out:
+            continue
+        try:
+            used = sorted(Fraction(t) for t in _EXPR_NUM.findall(expr))
+        except ValueError:
+            continue
+        if used == want:
+            out.append(expr)
+    return out
+
+
 # ---------------------------------------------------------------- the policy
 
 
@@ -178,21 +275,21 @@ class SimulatedGame24Policy:
         """One completion of ``prompt``; a function of (prompt, seed, index) only (temperature 0: of prompt)."""
         if temperature == 0.0:
             seed, index = 0, 0
-        digest = hashlib.blake2b(f"{seed}\x1f{index}\x1f".encode() + prompt.encode(), digest_size=16).digest()
-        rng = random.Random(int.from_bytes(digest, "little"))
         kind = classify_prompt(prompt)
+        experience, bare = split_experience(prompt) if kind in ("propose", "answer") else ("", prompt)
+        rng = _rng(bare, seed, index, b"")
         if kind == "propose":
-            return self._propose(prompt, rng)
+            return self._propose(bare, rng, experience, _rng(prompt, seed, index, b"experience\x1f"))
         if kind == "value":
             return self._value(prompt, rng)
         if kind == "value_last_step":
             return self._value_last_step(prompt, rng)
         if kind == "answer":
-            return self._answer(prompt, rng)
+            return self._answer(bare, rng, experience, _rng(prompt, seed, index, b"experience\x1f"))
         return "I can only play the Game of 24."
 
     # -- propose --------------------------------------------------------------
-    def _propose(self, prompt: str, rng: random.Random) -> str:
+    def _propose(self, prompt: str, rng: random.Random, experience: str = "", exp_rng: random.Random | None = None) -> str:
         p = self.params
         nums = _last_input(prompt)
         if nums is None or len(nums) < 2:
@@ -202,8 +299,17 @@ class SimulatedGame24Policy:
         good = [m for m, ok in zip(moves, flags) if ok]
         bad = [m for m, ok in zip(moves, flags) if not ok]
         k = min(rng.randint(p.min_proposals, p.max_proposals), len(moves))
+        follow = applicable_experience_steps(experience, nums) if p.p_follow_experience > 0 else []
         lines = []
         for _ in range(k):
+            if follow and exp_rng is not None and exp_rng.random() < p.p_follow_experience:
+                a, op, b, c, left = follow.pop(exp_rng.randrange(len(follow)))
+                for pool in (good, bad):  # the copied move is not listed twice
+                    pool[:] = [m for m in pool if not (m[0] == a and m[1] == op and m[2] == b)]
+                lines.append(_step_line(a, op, b, c, left))
+                continue
+            if not good and not bad:
+                break
             want_good = rng.random() < p.p_solvable_move
             pool = good if (want_good and good) or not bad else bad
             move = pool.pop(rng.randrange(len(pool)))
@@ -292,10 +398,15 @@ class SimulatedGame24Policy:
         return "sure" if truth == right else "impossible"
 
     # -- answer -----------------------------------------------------------------
-    def _answer(self, prompt: str, rng: random.Random) -> str:
+    def _answer(self, prompt: str, rng: random.Random, experience: str = "", exp_rng: random.Random | None = None) -> str:
         nums = _last_input(prompt)
         if nums is None:
             return "Answer: I cannot read the input."
+        p = self.params
+        if experience and exp_rng is not None and p.p_copy_experience_answer > 0:
+            copies = applicable_experience_answers(experience, nums)
+            if copies and exp_rng.random() < p.p_copy_experience_answer:
+                return f"Answer: {copies[exp_rng.randrange(len(copies))]} = 24"
         steps_text = prompt.rsplit("Steps:\n", 1)[-1] if "Steps:\n" in prompt else ""
         exprs = [(x, _fmt(x)) for x in nums]  # (value, expression) per number still in play
         valid = True

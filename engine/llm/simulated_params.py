@@ -13,6 +13,24 @@ class SimulatedPolicyParams:
 
     Defaults are calibrated so plain ToT with breadth 5 lands near the published
     ToT figures on the Game of 24 (see docs/llm.md for the calibration run).
+
+    Experience use (the text a memory method puts in the prompts' experience
+    slot, between the few-shot examples and the task; plain ToT prompts have
+    none, so these two never change plain ToT):
+
+    * ``p_follow_experience``: per proposal line slot, the probability that the
+      policy copies an *applicable* step of the experience block (a line
+      ``a op b = c (left: ...)`` whose operands a and b are both among the
+      current numbers) instead of drawing its own move. The copied move is
+      written on the CURRENT numbers with correct arithmetic and its own
+      ``left:`` list, whether or not it keeps the puzzle solvable (experience
+      from another puzzle can mislead). Each experience step is copied at most
+      once per completion. Default 0.5: an LLM tends to reuse steps that are
+      shown to it, but not always (a coin flip is the neutral middle).
+    * ``p_copy_experience_answer``: in the answer prompt, the probability of
+      copying an ``Answer:`` expression of the experience block whose numbers
+      are exactly the current input numbers (as a multiset), whatever the steps
+      say. Default 0.5, for the same reason.
     """
 
     p_solvable_move: float = 0.48
@@ -28,6 +46,8 @@ class SimulatedPolicyParams:
     p_value_malformed: float = 0.02
     p_judge_correct: float = 0.95
     p_answer_correct: float = 0.95
+    p_follow_experience: float = 0.5
+    p_copy_experience_answer: float = 0.5
 
     def __post_init__(self):
         for name in (
@@ -35,6 +55,7 @@ class SimulatedPolicyParams:
             "value_sure_if_solvable", "value_likely_if_solvable",
             "value_impossible_if_unsolvable", "value_likely_if_unsolvable",
             "p_value_malformed", "p_judge_correct", "p_answer_correct",
+            "p_follow_experience", "p_copy_experience_answer",
         ):
             v = getattr(self, name)
             check(0.0 <= v <= 1.0, f"llm.simulated.{name} must be in [0, 1], got {v}")

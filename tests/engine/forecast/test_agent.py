@@ -127,3 +127,19 @@ def test_force_first_search_runs_search_without_asking_the_model(setup, tmp_path
     (ep,) = agent.run([q])
     assert not ep.failed and ep.searches[0][1] == q.text and len(ep.memories) == 1
     assert ep.messages[2]["content"].startswith("<tool_call>")
+
+
+def test_futurex_boxed_answer_and_unusable_answer(tmp_path):
+    from datetime import datetime, timezone
+
+    from engine.forecast.data import FutureXItem
+
+    item = FutureXItem("fx1", "Which options will happen? A) x B) y", datetime(2026, 2, 1, tzinfo=timezone.utc),
+                       ("A, B",), "Answer with the letters.")
+    agent = ForecastAgent(_Scripted(["Rationale: both.\n\n\\boxed{b,a}"]), None, AgentConfig(turns=1), tmp_path)
+    (ep,) = agent.run([item])
+    assert ep.answer == "b,a" and ep.correct() and not ep.failed
+    assert "Event to predict:" in ep.messages[1]["content"]
+    agent = ForecastAgent(_Scripted(["no box", "still none"]), None, AgentConfig(turns=1), tmp_path)
+    (ep,) = agent.run([item])
+    assert ep.failed and not ep.correct()
