@@ -214,8 +214,18 @@ def _multiset_take(pool: list, values) -> list | None:
     return rest
 
 
+# Step and answer text anywhere in the experience: memories often hold a whole attempt on one line
+# (steps joined by "; ", as engine.game24.baseline_methods.attempt_text writes them) behind a list marker.
+_EXP_STEP = re.compile(
+    r"-?\d+(?:\.\d+)?(?:/\d+)?\s*[+\-*/x×÷]\s*-?\d+(?:\.\d+)?(?:/\d+)?\s*=\s*-?\d+(?:\.\d+)?(?:/\d+)?"
+    r"\s*\(\s*left:[^)\n]*\)",
+    re.IGNORECASE,
+)
+_EXP_ANSWER = re.compile(r"answer:\s*([^;\n=]+?)\s*=\s*24(?![\d./])", re.IGNORECASE)
+
+
 def applicable_experience_steps(experience: str, nums: Sequence[Fraction]):
-    """Experience step lines whose operands are among ``nums``, as moves on ``nums``.
+    """Experience steps (``a op b = c (left: ...)`` anywhere in the text) whose operands are among ``nums``.
 
     Each distinct ``a op b`` of the experience (in order of appearance) becomes
     ``(a, op, b, c, left)`` with the correct ``c = a op b`` and ``left`` the
@@ -223,8 +233,8 @@ def applicable_experience_steps(experience: str, nums: Sequence[Fraction]):
     and left list are ignored. Division by zero is skipped.
     """
     out, seen = [], set()
-    for line in experience.splitlines():
-        parsed = P.parse_step_line(line)
+    for m in _EXP_STEP.finditer(experience):
+        parsed = P.parse_step_line(m.group(0))
         if parsed is None:
             continue
         a, op, b = parsed[0], parsed[1], parsed[2]
@@ -246,10 +256,8 @@ def applicable_experience_answers(experience: str, nums: Sequence[Fraction]) -> 
     """Distinct ``Answer:`` expressions of the experience whose numbers are exactly ``nums`` (a multiset)."""
     want = sorted(Fraction(x) for x in nums)
     out = []
-    for line in experience.splitlines():
-        if "answer:" not in line.lower():
-            continue
-        expr = P.parse_answer(line)
+    for m in _EXP_ANSWER.finditer(experience):
+        expr = m.group(1).strip()
         if not expr or expr in out:
             continue
         try:

@@ -131,3 +131,16 @@ def test_deterministic_per_prompt_seed_index():
 def test_bad_probability_is_rejected(name):
     with pytest.raises(ConfigError, match=name):
         SimulatedPolicyParams(**{name: 1.5})
+
+
+def test_steps_and_answers_inside_one_line_attempts_are_found():
+    # the baselines store an attempt as one line, steps joined by "; " (baseline_methods.attempt_text)
+    exp = ("1. 4 9 10 13: 13 - 9 = 4 (left: 4 4 10); 10 - 4 = 6 (left: 4 6); 4 * 6 = 24 (left: 24); "
+           "Answer: (13 - 9) * (10 - 4) = 24 [correct]")
+    nums = [Fraction(x) for x in NUMS.split()]
+    steps = applicable_experience_steps(exp, nums)
+    assert [(a, op, b) for a, op, b, _, _ in steps] == [(13, "-", 9), (10, "-", 4)]
+    assert applicable_experience_answers(exp, nums) == ["(13 - 9) * (10 - 4)"]
+    pol = _policy(p_follow_experience=1.0)
+    first = pol.complete(P.propose_prompt(NUMS, experience=exp), 0, 0).splitlines()[:2]
+    assert sorted(first) == ["10 - 4 = 6 (left: 6 9 13)", "13 - 9 = 4 (left: 4 4 10)"]
