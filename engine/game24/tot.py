@@ -220,13 +220,18 @@ class ToTSearch:
             b = node.branch
             if step == N_ARITH_STEPS and b.reached_24:
                 prompt = P.answer_prompt(run.task.numbers, b.lines, experience=experience)
+                bare = P.answer_prompt(run.task.numbers, b.lines)
                 max_tokens, is_answer = cfg.answer_max_tokens, True
             else:
                 prompt = P.propose_prompt(b.state, experience=experience)
+                bare = P.propose_prompt(b.state)
                 max_tokens, is_answer = cfg.propose_max_tokens, False
+            # The seed ignores the experience text: every method draws the same random numbers for
+            # the same search state (common random numbers), so methods differ only by what their
+            # experience changes, not by a re-draw of the sampler.
             requests.append(Request(
                 prompt=prompt, n=1, temperature=cfg.propose_temperature, max_tokens=max_tokens,
-                seed=request_seed(run.episode.seed, "propose", step, node.text, prompt),
+                seed=request_seed(run.episode.seed, "propose", step, node.text, bare),
                 episode=run.key,
             ))
             owners.append((run, node, is_answer))
