@@ -83,11 +83,12 @@ def plot_accuracy_vs_calls(summary: Sequence[Mapping[str, Any]], path: Path, bac
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6, 4.5))
-    for rec in summary:
+    markers = "osD^vP*X"
+    for i, rec in enumerate(summary):
+        # A legend, not point labels: methods with near-equal cost and accuracy overlap.
         ax.errorbar(rec["calls"], 100 * rec["acc_any"], xerr=rec["calls_std"], yerr=100 * rec["acc_any_std"],
-                    fmt="o", capsize=3)
-        ax.annotate(display_name(rec["method"]), (rec["calls"], 100 * rec["acc_any"]),
-                    textcoords="offset points", xytext=(5, 5), fontsize=8)
+                    fmt=markers[i % len(markers)], capsize=3, label=display_name(rec["method"]))
+    ax.legend(fontsize=8, loc="best")
     ax.set_xlabel("LLM calls per test puzzle")
     ax.set_ylabel("accuracy, any of b (%)")
     ax.set_title(f"Game of 24: accuracy vs calls ({_plot_label(backend)})")
