@@ -171,7 +171,7 @@ class ToEReader:
         return parse_state(self.view.node_text(int(self.leaf[eid])))
 
     def _exact(self, key: int, numbers: Sequence[Fraction]) -> int:
-        nodes = self.view.nodes_with_key(int(key) & 0xFFFF_FFFF_FFFF_FFFF)
+        nodes = self.view.nodes_with_key(int(key))
         eids = np.sort(self.node_eid[nodes])
         for e in eids[eids >= 0]:
             if self.live[e] and self.state_numbers(int(e)) == tuple(numbers):

@@ -38,6 +38,8 @@ the LLM (the episode then ends with that verified output).
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import time
 from dataclasses import dataclass, field
 from typing import Any, Sequence
@@ -404,27 +406,15 @@ class ToTMethod:
         self.hooks.apply([(r.episode_id, r.updates) for r in results])
 
     def save_state(self, directory) -> None:
-        """Checkpoint hook (engine.rounds): hooks with their own atomic store save use it."""
-        from pathlib import Path
+        """Checkpoint hook (engine.rounds): the hooks' own atomic save, else a pickle of them."""
+        from engine.checkpoint import save_method_state
 
-        if hasattr(self.hooks, "save_state"):
-            self.hooks.save_state(Path(directory))
-        else:
-            import pickle
-
-            with open(Path(directory) / "hooks.pkl", "wb") as fh:
-                pickle.dump(self.hooks, fh, protocol=pickle.HIGHEST_PROTOCOL)
+        save_method_state(self.hooks, Path(directory))
 
     def load_state(self, directory) -> None:
-        from pathlib import Path
+        from engine.checkpoint import load_method_state
 
-        if hasattr(self.hooks, "load_state"):
-            self.hooks.load_state(Path(directory))
-        else:
-            import pickle
-
-            with open(Path(directory) / "hooks.pkl", "rb") as fh:
-                self.hooks = pickle.load(fh)
+        load_method_state(self.hooks, Path(directory))
 
 
 def _record(method: ToTMethod, run: _Run, trace: EpisodeTrace, usage: Usage, wall: float) -> dict:
