@@ -33,10 +33,11 @@ EPISODES = int(os.environ.get("TOE_BENCH_EPISODES", 100))
 ROUND = int(os.environ.get("TOE_BENCH_ROUND", 20))
 # TOE_BENCH_COLD=1: burn in on other episodes (the stream's tail) and time one pass, so every
 # executor's per-process memo caches (solver, parsers, simulated policy) start cold on the timed
-# episodes. Otherwise the burn-in runs the timed episodes themselves, which warms the caches of the
-# local and 1-worker executors completely but a 2-worker executor's only in part (shares go to
-# whichever worker is idle).
+# episodes and each worker pays for the entries it shares with the others. Otherwise the burn-in
+# runs the timed episodes themselves: steady state, every process's caches warm for exactly the
+# episodes it will run (a round's i-th share always goes to worker i, EpisodePool.sort_idle).
 COLD = os.environ.get("TOE_BENCH_COLD") == "1"
+CHUNKS = int(os.environ.get("TOE_BENCH_CHUNKS", 1))  # shares per worker per round (RayExecutor.chunks_per_worker)
 REPEATS = int(os.environ.get("TOE_BENCH_REPEATS", 1 if COLD else 4))
 RESULTS: dict[str, dict] = {}
 
@@ -80,8 +81,8 @@ def test_executor_throughput(benchmark, ray_cluster, workload):
     # machine is shared, so interleaving spreads load drift over all of them. Ray's CPU counts
     # are scheduling labels only: 0.5 per worker lets ray-1 and ray-2 coexist on num_cpus=2.
     executors = {"local-1": LocalExecutor(),
-                 "ray-1": RayExecutor(workers=1, num_cpus_per_worker=0.5),
-                 "ray-2": RayExecutor(workers=2, num_cpus_per_worker=0.5)}
+                 "ray-1": RayExecutor(workers=1, num_cpus_per_worker=0.5, chunks_per_worker=CHUNKS),
+                 "ray-2": RayExecutor(workers=2, num_cpus_per_worker=0.5, chunks_per_worker=CHUNKS)}
     best: dict[str, dict] = {}
     try:
         for ex in executors.values():
@@ -112,7 +113,7 @@ def test_executor_throughput(benchmark, ray_cluster, workload):
         assert st["records"] == ref["records"], f"{key} results differ from the local executor's"
     benchmark.extra_info.update({f"{k}_episodes_per_s": v["episodes_per_s"] for k, v in RESULTS.items()})
     benchmark.extra_info["ray2_over_local"] = RESULTS["ray-2"]["episodes_per_s"] / ref["episodes_per_s"]
-    lines = [f"episodes={EPISODES} round_size={ROUND} repeats={REPEATS} cold={COLD} (Game-of-24 ToT+ToE, SIMULATED policy), "
+    lines = [f"episodes={EPISODES} round_size={ROUND} repeats={REPEATS} cold={COLD} chunks={CHUNKS} (Game-of-24 ToT+ToE, SIMULATED policy), "
              f"load average before: {os.getloadavg()[0]:.1f}",
              "| executor | episodes/s | x local | round s | round overhead s | barrier apply s | "
              "store apply s | per worker: episodes, episodes/s (busy), CPU share (cpu_s/busy_s), LLM calls |",

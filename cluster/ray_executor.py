@@ -209,6 +209,7 @@ class RayExecutor(RoundLoop):
         n_chunks = min(len(batch), self.n_workers * self.chunks_per_worker)
         bounds = np.linspace(0, len(batch), n_chunks + 1).round().astype(int)
         submit = functools.partial(_run_share, self._method_ref, snapshot_refs)
+        self.pool.sort_idle()  # share i -> worker i: reruns of a round meet the same warm caches
         for a, b in zip(bounds[:-1], bounds[1:]):
             self.pool.submit(submit, batch[a:b])
         out, busiest = [], {}

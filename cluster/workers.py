@@ -96,6 +96,17 @@ class EpisodePool:
         else:
             self._pending.append((fn, value, attempt))
 
+    def sort_idle(self) -> None:
+        """Hand the next shares to idle actors in index order (call at a round's start, all idle).
+
+        Without it the idle list keeps the order in which actors finished their last
+        share, so a round's i-th share lands on a different worker from run to run.
+        With it, share i of a round goes to worker i whenever the workers start the
+        round idle: the same episodes meet the same worker's per-process caches
+        (memo tables, an engine's prefix cache) when a workload is rerun.
+        """
+        self._idle.sort()
+
     def has_next(self) -> bool:
         return bool(self._future_to_task) or bool(self._pending)
 

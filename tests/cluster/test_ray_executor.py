@@ -203,3 +203,16 @@ def test_killed_driver_resumes_to_the_uninterrupted_run(ray_cluster, two_workers
     again = fresh.run(m2, EPISODES, ToyLLMFactory(), ROUND, checkpoint_dir=ckpt)
     assert not fresh.workers and not fresh.stores
     assert_same_run((m2, again), want)
+
+
+def test_pool_hands_a_rounds_shares_to_workers_in_index_order():
+    from cluster.workers import EpisodePool
+
+    pool = EpisodePool(["w0", "w1", "w2"])
+    pool._idle = [2, 0, 1]  # the order the actors finished their last shares in
+    calls = []
+    pool.sort_idle()
+    for share in ("s0", "s1", "s2", "s3"):
+        pool.submit(lambda actor, value: calls.append((actor, value)) or f"ref-{value}", share)
+    assert calls == [("w0", "s0"), ("w1", "s1"), ("w2", "s2")]  # s3 waits for the first idle worker
+    assert pool.has_next() and pool._pending and pool._pending[0][1] == "s3"
