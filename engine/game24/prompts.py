@@ -25,6 +25,7 @@ reads all three).
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from fractions import Fraction
 from typing import Iterable, Sequence
 
@@ -337,7 +338,11 @@ def format_numbers(xs: Iterable) -> str:
 
 def parse_number(text: str) -> Fraction:
     """Read ``12``, ``2.67`` or ``8/3`` exactly; raises ValueError on anything else."""
-    text = str(text).strip()
+    return _parse_number(str(text).strip())
+
+
+@lru_cache(maxsize=1 << 14)  # model text repeats a few hundred number tokens; Fractions are immutable
+def _parse_number(text: str) -> Fraction:
     if "/" in text:
         p, _, q = text.partition("/")
         den = Fraction(q)

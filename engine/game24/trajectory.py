@@ -30,7 +30,7 @@ TARGET = Fraction(24)
 
 def canonical_numbers(xs: Sequence) -> tuple[Fraction, ...]:
     """The canonical form of a state: its numbers as reduced fractions, sorted."""
-    return tuple(sorted(Fraction(x) for x in xs))
+    return tuple(sorted(x if type(x) is Fraction else Fraction(x) for x in xs))
 
 
 @dataclass(frozen=True)
