@@ -21,7 +21,13 @@ call tools; the call is recorded in the transcript like a model's.
 
 Modes: ``"foredreamer"`` (above), ``"full_text"`` (one turn, the question's own
 sources in the prompt, no search: the paper's Full Text row), ``"rag"`` (one
-turn, the top-k cutoff-filtered search results' raw content, no subagent).
+turn, the top-k cutoff-filtered search results' raw content, no subagent), and
+the memory baselines ``"mem0"``, ``"memrl"``, ``"reme"``, ``"flex"`` (paper
+C.2: "applied to process the evidence retrieved by the search module"): the
+same search loop as ``"foredreamer"``, but the search results go to an
+evidence processor (``evidence=``, see :mod:`engine.forecast.memory_baselines`)
+instead of the MemGuide subagent, and its ``preamble(task)`` (cross-question
+experience) is placed before the question.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from engine.config import check
+from engine.errors import InputError
 from engine.forecast import prompts
 from engine.forecast.data import FutureXItem, Question, futurex_correct
 from engine.forecast.metrics import uniform_probs
@@ -40,12 +47,16 @@ from engine.forecast.subagent import write_item
 from engine.forecast.toolcalls import parse_boxed, parse_prophet_answer, parse_tool_calls
 from engine.llm.base import Request
 
+MEMORY_MODES = ("mem0", "memrl", "reme", "flex")  # memory baselines applied to the retrieved evidence
+SEARCH_MODES = ("foredreamer",) + MEMORY_MODES  # modes that run the multi-turn search loop
+MODES = ("foredreamer", "full_text", "rag") + MEMORY_MODES
+
 
 @dataclass(frozen=True)
 class AgentConfig:
     """``[forecast.agent]``: the main agent's budget."""
 
-    mode: str = "foredreamer"  # foredreamer | full_text | rag
+    mode: str = "foredreamer"  # foredreamer | full_text | rag | mem0 | memrl | reme | flex
     turns: int = 2
     top_k: int = 4
     context_chars: int = 30_000  # per search turn (paper C.4: 30K)
@@ -57,8 +68,7 @@ class AgentConfig:
     force_first_search: bool = False
 
     def __post_init__(self):
-        check(self.mode in ("foredreamer", "full_text", "rag"),
-              f"agent.mode must be foredreamer, full_text or rag, got {self.mode!r}")
+        check(self.mode in MODES, f"agent.mode must be one of {', '.join(MODES)}, got {self.mode!r}")
         check(self.turns >= 1, f"agent.turns must be >= 1, got {self.turns}")
         check(self.top_k >= 1, f"agent.top_k must be >= 1, got {self.top_k}")
         check(self.context_chars >= 200, f"agent.context_chars must be >= 200, got {self.context_chars}")
@@ -74,6 +84,7 @@ class Episode:
     messages: list = field(default_factory=list)
     searches: list = field(default_factory=list)  # (turn, query, [item_dir, ...])
     memories: list = field(default_factory=list)  # ItemMemory
+    evidence: list = field(default_factory=list)  # memory-baseline modes: one record per processed search
     raw_answer: str = ""
     probs: dict | None = None
     answer: str | None = None
@@ -116,25 +127,40 @@ class ForecastAgent:
     """Runs episodes for many questions with batched LLM calls."""
 
     def __init__(self, llm, search: SearchProvider | None, cfg: AgentConfig, workspace: str | Path,
-                 processor_factory: Callable | None = None):
+                 processor_factory: Callable | None = None, evidence=None):
         self.llm = llm
         self.search = search
         self.cfg = cfg
         self.workspace = Path(workspace)
         self.processor_factory = processor_factory  # () -> MemoryProcessor
         self.fallback_items = 0
+        # memory-baseline modes: preamble(task) -> str and process([(ep, query, hits)], turn) -> [tool result body]
+        self.evidence = evidence
+        if cfg.mode in MEMORY_MODES and evidence is None:
+            raise InputError(f"agent.mode {cfg.mode!r} needs an evidence processor (ForecastAgent(..., evidence=...)); "
+                             "use engine.forecast.memory_baselines.MemoryBaselineRunner")
 
     # ------------------------------------------------------------------ prompts
     def _task_prompt(self, task, bank) -> str:
         if isinstance(task, FutureXItem):
-            return prompts.futurex_prompt(task, bank)
+            return self._with_preamble(task, prompts.futurex_prompt(task, bank))
         if self.cfg.mode == "full_text":
             return prompts.prophet_prompt(task, bank, _sources_text(task, self.cfg.context_chars),
                                           "Search is disabled in this run: use the evidence below.")
         if self.cfg.mode == "rag":
             return prompts.prophet_prompt(task, bank, self._rag_context(task),
                                           "Search is disabled in this run: use the retrieved evidence below.")
-        return prompts.prophet_prompt(task, bank)
+        return self._with_preamble(task, prompts.prophet_prompt(task, bank))
+
+    def _with_preamble(self, task, prompt: str) -> str:
+        """Insert the evidence processor's cross-question experience section before the question."""
+        pre = self.evidence.preamble(task).strip() if (self.evidence is not None and self.cfg.mode in MEMORY_MODES) else ""
+        if not pre:
+            return prompt
+        for marker in ("\nQuestion:\n", "\nEvent to predict:\n"):
+            if marker in prompt:
+                return prompt.replace(marker, f"\n{pre}\n{marker}", 1)
+        return f"{pre}\n\n{prompt}"
 
     def _rag_context(self, q) -> str:
         if self.search is None:
@@ -146,7 +172,7 @@ class ForecastAgent:
     def _start(self, task, bank) -> Episode:
         ep = Episode(task)
         cutoff = task.cutoff.isoformat()
-        system = prompts.main_system(cutoff) if self.cfg.mode == "foredreamer" else (
+        system = prompts.main_system(cutoff) if self.cfg.mode in SEARCH_MODES else (
             "You are a careful forecaster. Answer in the required format.")
         ep.messages = [{"role": "system", "content": system}, {"role": "user", "content": self._task_prompt(task, bank)}]
         return ep
@@ -176,7 +202,7 @@ class ForecastAgent:
     # ------------------------------------------------------------------ loop
     def run(self, tasks: Sequence, bank=()) -> list[Episode]:
         eps = [self._start(t, bank) for t in tasks]
-        turns = self.cfg.turns if self.cfg.mode == "foredreamer" else 1
+        turns = self.cfg.turns if self.cfg.mode in SEARCH_MODES else 1
         for turn in range(1, turns + 1):
             active = [ep for ep in eps if not ep.done]
             if not active:
@@ -186,7 +212,7 @@ class ForecastAgent:
                 for ep in active:
                     ep.messages.append({"role": "user", "content": prompts.FINAL_TURN})
             wants: list[tuple[Episode, str]] = []
-            if turn == 1 and not final and self.cfg.force_first_search and self.cfg.mode == "foredreamer":
+            if turn == 1 and not final and self.cfg.force_first_search and self.cfg.mode in SEARCH_MODES:
                 for ep in active:
                     call = {"name": prompts.SEARCH_TOOL, "arguments": {"query": _task_text(ep.task)}}
                     ep.messages.append({"role": "assistant", "content": f"<tool_call>{json.dumps(call)}</tool_call>"})
@@ -229,6 +255,9 @@ class ForecastAgent:
                     ep.probs = uniform_probs(ep.task)
 
     def _search_and_process(self, wants: list[tuple[Episode, str]], turn: int) -> None:
+        if self.evidence is not None and self.cfg.mode in MEMORY_MODES:
+            self._search_into_memory(wants, turn)
+            return
         per_ep: list[tuple[Episode, list]] = []
         all_dirs = []
         for ep, query in wants:
@@ -258,4 +287,16 @@ class ForecastAgent:
                 if block:
                     blocks.append(block)
             body = "\n\n".join(blocks) if blocks else "(no evidence found before the cutoff)"
+            ep.messages.append({"role": "user", "content": f"Tool result ({prompts.SEARCH_TOOL}):\n{body}"})
+
+    def _search_into_memory(self, wants: list[tuple[Episode, str]], turn: int) -> None:
+        """Memory-baseline modes: the evidence processor writes the hits into its memory and returns its retrieval."""
+        batch = []
+        for ep, query in wants:
+            hits = self.search.search(query, ep.task.cutoff, self.cfg.top_k) if self.search else []
+            ep.searches.append((turn, query, [f"doc{h.doc_id}" for h in hits]))
+            batch.append((ep, query, hits))
+        bodies = self.evidence.process(batch, turn)
+        for (ep, _, _), body in zip(batch, bodies):
+            body = body.strip()[: self.cfg.context_chars] or "(no evidence found before the cutoff)"
             ep.messages.append({"role": "user", "content": f"Tool result ({prompts.SEARCH_TOOL}):\n{body}"})

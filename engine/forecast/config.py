@@ -10,6 +10,7 @@
     [subagent]    mode ("llm" | "pipeline"), max_steps, max_tokens
     [sandbox]     engine.forecast.sandbox.SandboxLimits
     [evolution]   engine.forecast.evolution.EvolutionConfig
+    [memory_baselines] engine.forecast.memory_baselines.MemoryBaselinesConfig (methods mem0, memrl, reme, flex)
     [embed]       engine.embed.EmbedConfig (search embeddings; default hashing)
     [llm]         engine.llm.config.LLMConfig ("simulated" = the forecasting test harness)
 """
@@ -21,9 +22,12 @@ from dataclasses import dataclass, field
 from engine.config import check, from_dict
 from engine.forecast.agent import AgentConfig
 from engine.forecast.evolution import EvolutionConfig
+from engine.forecast.memory_baselines import MemoryBaselinesConfig
 from engine.forecast.sandbox import SandboxLimits
 
-METHODS = ("foredreamer", "full_text", "rag")
+# foredreamer / full_text / rag, then the memory baselines applied to the retrieved evidence
+# (engine.forecast.memory_baselines; rows "Mem0 (evidence)", "MemRL (evidence)", "ReMe (evidence)", "FLEX (evidence)")
+METHODS = ("foredreamer", "full_text", "rag", "mem0", "memrl", "reme", "flex")
 
 
 @dataclass(frozen=True)
@@ -71,11 +75,13 @@ class ForecastConfig:
     subagent: SubagentConfig = field(default_factory=SubagentConfig)
     sandbox: SandboxLimits = field(default_factory=SandboxLimits)
     evolution: EvolutionConfig = field(default_factory=EvolutionConfig)
+    memory_baselines: MemoryBaselinesConfig = field(default_factory=MemoryBaselinesConfig)
 
 
 def load_forecast_config(config: dict) -> ForecastConfig:
     """Validate the forecast sections of a whole config dict (``task``, ``title``, ``llm``, ``embed`` are read elsewhere)."""
-    sections = {k: config[k] for k in ("data", "run", "agent", "subagent", "sandbox", "evolution") if k in config}
+    sections = {k: config[k] for k in ("data", "run", "agent", "subagent", "sandbox", "evolution",
+                                            "memory_baselines") if k in config}
     if "data" not in sections:
         from engine.errors import ConfigError
 

@@ -8,7 +8,10 @@
    category: ``foredreamer`` (seed MemGuide and empty Experience Bank, or,
    with ``run.evolve``, per-category dual-track evolution on the pool, then the
    top validated configurations on the held-out questions, reporting the best
-   of them as C.3 does and the top-1 by validation), ``full_text``, ``rag``.
+   of them as C.3 does and the top-1 by validation), ``full_text``, ``rag``,
+   and the memory baselines applied to the retrieved evidence (``mem0``,
+   ``memrl``, ``reme``, ``flex``; rows "Mem0 (evidence)" etc., see
+   :mod:`engine.forecast.memory_baselines` and ``[memory_baselines]``).
 4. Print the Brier / accuracy / market-return tables and write
    ``summary.json`` and ``table.md`` to ``--out`` when given.
 
@@ -30,6 +33,7 @@ from engine.errors import ConfigError
 from engine.forecast.config import ForecastConfig, load_forecast_config
 from engine.forecast.data import category_splits, load_prophet_arena, train_ids_from_files
 from engine.forecast.evolution import Evolution, ExperienceBank, Runner
+from engine.forecast.memory_baselines import ROW_NAMES, MemoryBaselineRunner
 from engine.forecast.memtools import ProceduralStore
 from engine.forecast.metrics import Row, format_table, reference_rows, score
 from engine.forecast.search import corpus_from_questions
@@ -100,12 +104,33 @@ def run(config: dict, options) -> int:
             tmp = tempfile.TemporaryDirectory(prefix="foredreamer-")
             ws = Path(tmp.name)
         try:
-            store = ProceduralStore(ws / "procedural", cfg.sandbox)
-            seed_gid = store.seed(seed_tool_sources(), DEFAULT_GUIDE)
-            runner = Runner(llm, search, cfg.agent, ws / "rollouts", store, cfg.subagent.mode, cfg.subagent.max_steps,
-                            cfg.sandbox)
-            details = {}
+            store = runner = seed_gid = None
+            if any(m not in ROW_NAMES for m in cfg.run.methods):  # the memory baselines need no MemGuide store
+                store = ProceduralStore(ws / "procedural", cfg.sandbox)
+                seed_gid = store.seed(seed_tool_sources(), DEFAULT_GUIDE)
+                runner = Runner(llm, search, cfg.agent, ws / "rollouts", store, cfg.subagent.mode,
+                                cfg.subagent.max_steps, cfg.sandbox)
+            details, notes = {}, []
             for method in cfg.run.methods:
+                if method in ROW_NAMES:
+                    mr = MemoryBaselineRunner(method, llm, search, cfg.agent, cfg.memory_baselines, embedder,
+                                              ws / f"rollouts-{method}")
+                    eps = mr.rollouts(evaluated)
+                    rows.append(score(ROW_NAMES[method] + tag, evaluated, [e.probs for e in eps],
+                                      sum(e.failed for e in eps)))
+                    details[method] = [{"qid": e.qid, "probs": e.probs, "failed": e.failed, "searches": e.searches,
+                                        "evidence": [{k: v for k, v in r.items() if k != "text"} for r in e.evidence],
+                                        "experience_visible": [k for k, _ in mr.visible.get(e.qid, [])],
+                                        "raw_answer": e.raw_answer[-400:]} for e in eps]
+                    seen = [len(mr.visible.get(e.qid, [])) for e in eps]
+                    sizes = [len(r["text"]) for e in eps for r in e.evidence]
+                    notes.append(f"{ROW_NAMES[method]}: {sum(len(v) for v in mr.written.values())} search results "
+                                 f"written to per-question memories, {mr.dropped} after a cutoff dropped; tool results "
+                                 f"{sum(sizes) / max(1, len(sizes)):.0f} characters on average; "
+                                 + (f"resolved outcomes in the experience memory per question: mean "
+                                    f"{sum(seen) / len(seen):.1f}, max {max(seen)}; {len(mr.batches)} batches"
+                                    if mr.track is not None else "no experience layer"))
+                    continue
                 if method == "foredreamer" and cfg.run.evolve:
                     rows += _evolved_rows(cfg, llm, runner, store, splits, tag, details)
                     continue
@@ -131,11 +156,16 @@ def run(config: dict, options) -> int:
         ref_eval = reference_rows(evaluated)
         table = ref_eval + rows
         lines += ["", f"## Model rows on {len(evaluated)} held-out questions (first {cfg.run.max_questions or 'all'} "
-                  "per category), with the reference rows on the same questions", "",
-                  "Brier (lower is better):", "", format_table(table, "brier"), "", "Accuracy (market-level):", "",
+                  "per category), with the reference rows on the same questions", ""]
+        if simulated:
+            lines += ["Every model row here comes from the SIMULATED forecasting harness (llm.backend = simulated), "
+                      "not from a model.", ""]
+        lines += ["Brier (lower is better):", "", format_table(table, "brier"), "", "Accuracy (market-level):", "",
                   format_table(table, "accuracy"), "", "Market return:", "", format_table(table, "market_return"), "",
                   "Unusable answers (scored as No Information): " + ", ".join(f"{r.method}: {r.failed}" for r in rows),
                   f"LLM usage: {summary['usage']}"]
+        if notes:
+            lines += ["", "Memory baselines (evidence):"] + [f"- {n}" for n in notes]
         summary["rows"] = [to_dict(r) for r in table]
     lines += ["", f"Wall time: {time.perf_counter() - t0:.1f} s"]
     text = "\n".join(lines)

@@ -69,3 +69,20 @@ def test_cli_baselines(pa_folder, capsys):
     out = capsys.readouterr().out
     assert "12 unique questions" in out and "| No Information (uniform) | 0.2500 | 0.2500 | 0.2500 |" in out
     assert toe_main(["forecast", "baselines", str(pa_folder / "nope")]) == 1
+
+
+def test_memory_baseline_rows_without_a_memguide_store(pa_folder, tmp_path, capsys):
+    cfg = _config(pa_folder, methods=["mem0", "memrl", "reme", "flex"], max_questions=1)
+    cfg["memory_baselines"] = {"top_k": 3}
+    assert run(cfg, RunOptions(config_path=tmp_path / "x.toml", out=tmp_path / "out")) == 0
+    text = capsys.readouterr().out
+    for name in ("Mem0", "MemRL", "ReMe", "FLEX"):
+        assert f"| {name} (evidence) [simulated] |" in text
+    assert "0 after a cutoff dropped" in text
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert not (tmp_path / "out" / "workspace" / "procedural").exists()  # memory-only runs seed no MemGuide store
+    rows = {r["method"]: r for r in summary["rows"]}
+    assert all(sum(rows[f"{n} (evidence) [simulated]"]["n"].values()) == 2 for n in ("Mem0", "MemRL", "ReMe", "FLEX"))
+    for method in ("mem0", "memrl", "reme", "flex"):
+        for d in summary["details"][method]:
+            assert d["evidence"] and d["evidence"][0]["written"] and not d["failed"]

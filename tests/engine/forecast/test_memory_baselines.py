@@ -1,0 +1,324 @@
+"""Memory baselines (Mem0, MemRL, ReMe, FLEX) applied to the retrieved evidence, on the simulated forecaster."""
+
+import json
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+
+import numpy as np
+import pytest
+
+from engine.embed import HashingEmbedder
+from engine.errors import ConfigError, InputError
+from engine.forecast.agent import MEMORY_MODES, AgentConfig, Episode, ForecastAgent
+from engine.forecast.config import load_forecast_config
+from engine.forecast.data import load_prophet_arena
+from engine.forecast.memory_baselines import (
+    EvidenceProcessor,
+    MemoryBaselineRunner,
+    MemoryBaselinesConfig,
+    evidence_chunks,
+)
+from engine.forecast.search import SearchResult, corpus_from_questions
+from engine.forecast.simulated import SimulatedForecastBackend
+from engine.llm.base import Completion, MeteredBackend, Response
+
+from .conftest import make_row, write_csv
+
+EMB = HashingEmbedder(128)
+T0 = datetime(2025, 8, 1, 12, tzinfo=timezone.utc)
+
+
+def _iso(t: datetime) -> str:
+    return t.isoformat()
+
+
+def _row(qid: str, day: float, close_day: float):
+    sources = [{"url": f"https://example.org/{qid}/{i}", "title": f"{qid} report {i}", "ranking": i,
+                "summary": f"Fact{qid}x{i}: team A of {qid} looks strong. Injury news for B before {qid}.",
+                "source_id": f"{qid}-{i}"} for i in range(1, 3)]
+    r = make_row(qid, snapshot=_iso(T0 + timedelta(days=day)), sources=sources)
+    r["close_time"] = _iso(T0 + timedelta(days=close_day))
+    return r
+
+
+# (qid, snapshot day, close day): q0 resolves after q1's snapshot but before q2's; q1 never before another
+# snapshot; q2 resolves before q3's; q3 resolves after q4's snapshot and before q5's.
+PLAN = [("q0", 0, 1.5), ("q1", 1, 30), ("q2", 2, 2.5), ("q3", 3, 3.2), ("q4", 3.1, 20), ("q5", 4, 25)]
+
+
+@pytest.fixture(scope="module")
+def questions(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("mb")
+    write_csv(folder / "subset_data_Sports_6.csv", [_row(*p) for p in PLAN])
+    qs = load_prophet_arena(folder)
+    return sorted(qs, key=lambda q: q.qid)
+
+
+def _runner(kind, questions, search=None, llm=None, **cfg):
+    llm = llm or MeteredBackend(SimulatedForecastBackend(seed=1))
+    search = search or corpus_from_questions(questions, EMB)
+    return MemoryBaselineRunner(kind, llm, search, AgentConfig(top_k=2), MemoryBaselinesConfig(**cfg), EMB)
+
+
+def _tool_results(ep: Episode) -> list[str]:
+    return [m["content"] for m in ep.messages if m["role"] == "user" and m["content"].startswith("Tool result")]
+
+
+@pytest.mark.parametrize("kind", MEMORY_MODES)
+def test_each_mode_runs_end_to_end_and_returns_own_evidence(kind, questions):
+    tasks = list(reversed(questions))  # input order is kept even though the runner works in cutoff order
+    r = _runner(kind, questions)
+    eps = r.rollouts(tasks)
+    assert [e.qid for e in eps] == [q.qid for q in tasks]
+    for ep in eps:
+        q = ep.task
+        assert not ep.failed and set(ep.probs) == set(q.markets)
+        assert all(0.0 <= p <= 1.0 for p in ep.probs.values())
+        # the memory received the question's search results ...
+        assert len(ep.searches) == 1 and len(ep.evidence) == 1
+        assert [h.doc_id for h in r.written[q.qid]] == ep.evidence[0]["written"] and r.written[q.qid]
+        # ... and its retrieval, the tool result, returns content of the question's own sources
+        (result,) = _tool_results(ep)
+        assert any(s.summary.split(":")[0] in result for s in q.sources), (kind, result[:300])
+        assert ep.evidence[0]["retrieved"]
+
+
+def test_evidence_chunks_keep_source_and_respect_size():
+    hit = SearchResult(3, "Title", "https://u", "One sentence here. " * 40, T0, 0.0, "x")
+    chunks = evidence_chunks(hit, 120)
+    assert len(chunks) > 3
+    assert all(c.startswith("[2025-08-01] Title (https://u): ") for c in chunks)
+    assert all(len(c.split(": ", 1)[1]) <= 120 for c in chunks)
+    long = SearchResult(0, "T", "u", "x" * 500, T0)
+    assert [len(c.split(": ", 1)[1]) for c in evidence_chunks(long, 200)] == [200, 200, 100]
+
+
+@dataclass
+class _LeakySearch:
+    """Ignores the cutoff: returns every document, late ones first."""
+
+    docs: list
+
+    def search(self, query, cutoff, k):
+        return sorted(self.docs, key=lambda d: -d.available_at.timestamp())  # more than k, late first
+
+
+@pytest.mark.parametrize("kind", MEMORY_MODES)
+def test_no_document_after_the_cutoff_is_ever_written(kind, questions):
+    leaky = _LeakySearch(corpus_from_questions(questions).docs)
+    r = _runner(kind, questions, search=leaky)
+    eps = r.rollouts(questions)
+    assert r.dropped > 0  # the provider did offer late documents
+    for ep in eps:
+        assert r.written[ep.qid], ep.qid
+        assert all(h.available_at <= ep.task.cutoff for h in r.written[ep.qid])
+        late = [d for d in leaky.docs if d.available_at > ep.task.cutoff]
+        (result,) = _tool_results(ep)
+        assert not any(d.content.split(":")[0] in result for d in late)
+
+
+def test_mem0_store_never_holds_late_evidence(questions):
+    q = questions[0]  # earliest snapshot
+    docs = corpus_from_questions(questions).docs
+    proc = EvidenceProcessor("mem0", MemoryBaselinesConfig(), EMB, SimulatedForecastBackend(), 5000)
+    ep = Episode(q)
+    body = proc.process([(ep, q.text, docs)], 1)[0]
+    texts = [m["memory"] for m in proc.stores[q.qid].memory.all_memories()]  # the real mem0 library's store
+    assert proc.dropped == sum(d.available_at > q.cutoff for d in docs) > 0
+    assert texts and all(q.qid in t for t in texts)
+    assert not any(other.qid in t for other in questions[1:] for t in texts)
+    assert f"Fact{q.qid}x1" in body
+
+
+def _resolved_before(questions, q):
+    """qids of the other questions resolved at or before ``q``'s cutoff (a sequential, by-hand reference)."""
+    return {p.qid for p in questions if p.qid != q.qid and p.close_time <= q.cutoff}
+
+
+@pytest.mark.parametrize("kind", ["memrl", "reme", "flex"])
+def test_outcome_observations_never_leak(kind, questions):
+    r = _runner(kind, questions)
+    eps = r.rollouts(list(reversed(questions)))
+    by_qid = {q.qid: q for q in questions}
+    for ep in eps:
+        q = ep.task
+        visible = r.visible[q.qid]
+        assert all(t <= q.cutoff for _, t in visible)  # never an outcome not resolved at the cutoff
+        # and exactly the ones resolved before it (the batches lose no usable experience)
+        assert {k.split(":", 1)[1] for k, _ in visible} == _resolved_before(questions, q)
+        # independent check on the prompt: no unresolved question's text appears in its experience section
+        prompt = ep.messages[1]["content"]
+        for other in questions:
+            if other.qid != q.qid and other.close_time > q.cutoff:
+                assert f"match {other.qid}?" not in prompt, (q.qid, other.qid)
+    # q0 resolves before q2's snapshot: q2 saw it; q1 never resolves in time: nobody saw it
+    assert any(k == f"{kind}:q0" for k, _ in r.visible["q2"])
+    assert not any(k == f"{kind}:q1" for v in r.visible.values() for k, _ in v)
+    assert r.visible["q0"] == [] and r.visible["q1"] == []
+    # q3 closes (day 3.2) after q4's snapshot (day 3.1) and before q5's (day 4): q3 and q4 share a batch,
+    # q5 runs in a later one and sees q3's outcome, q4 does not
+    assert any({"q3", "q4"} <= set(b) for b in r.batches)
+    assert not any({"q3", "q5"} <= set(b) for b in r.batches)
+    assert any(k == f"{kind}:q3" for k, _ in r.visible["q5"])
+    assert not any(k == f"{kind}:q3" for k, _ in r.visible["q4"])
+    # reme / flex retrieve any stored experience: it reaches the prompt
+    if kind in ("reme", "flex"):
+        assert "Past experience" in next(e for e in eps if e.qid == "q2").messages[1]["content"]
+        assert "Past experience" not in next(e for e in eps if e.qid == "q1").messages[1]["content"]
+    assert set(by_qid) == {e.qid for e in eps}
+
+
+def test_memrl_outcome_updates_q_of_used_experience(questions):
+    from engine.forecast.metrics import brier, uniform_probs
+
+    r = _runner("memrl", questions)
+    eps = {e.qid: e for e in r.rollouts(questions)}
+    table = r.track.memory.table
+    assert len(table) == len(r.track.applied) >= 2  # one memory per resolved, applied outcome
+    assert set(table.data["source"].tolist()) == {"rule"}  # simulated backend: rule-based proceduralization
+    expected = dict.fromkeys(table.id.tolist(), 0.0)
+    for key, _ in r.track.applied:  # independent replay of MemRL's Q <- (1 - a) Q + a r, in resolution order
+        qid = key.split(":", 1)[1]
+        ep = eps[qid]
+        reward = 1.0 if brier(ep.probs, ep.task) < brier(uniform_probs(ep.task), ep.task) else -1.0
+        for i in r.shown[qid]:
+            expected[i] = 0.7 * expected[i] + 0.3 * reward
+    assert any(r.shown.values())  # some question did use earlier experience
+    np.testing.assert_allclose(table.data["q"], [expected[i] for i in table.id.tolist()])
+
+
+def test_resolution_delay_postpones_outcomes(questions):
+    # q0 closes at day 1.5, q2's snapshot is day 2: visible with a 12 h delay, not with 13 h (then q3 sees it first)
+    r12 = _runner("flex", questions, resolution_delay_h=12.0)
+    r12.rollouts(questions)
+    assert "flex:q0" in [k for k, _ in r12.visible["q2"]]
+    r13 = _runner("flex", questions, resolution_delay_h=13.0)
+    r13.rollouts(questions)
+    assert "flex:q0" not in [k for k, _ in r13.visible["q2"]] and "flex:q0" in [k for k, _ in r13.visible["q3"]]
+    for qid, seen in r13.visible.items():
+        cutoff = next(q.cutoff for q in questions if q.qid == qid)
+        assert all(t <= cutoff for _, t in seen)
+    with pytest.raises(ConfigError, match="memory_baselines.resolution_delay_h must be >= 0, got -1"):
+        MemoryBaselinesConfig(resolution_delay_h=-1.0)
+
+
+def test_experience_can_be_switched_off(questions):
+    r = _runner("flex", questions, experience=False)
+    eps = r.rollouts(questions)
+    assert r.track is None and len(r.batches) == 1
+    assert all("Past experience" not in e.messages[1]["content"] for e in eps)
+
+
+class _Mem0Scripted:
+    """Simulated forecaster, except for mem0's extraction prompt, which it answers itself (a 'real' model's path)."""
+
+    name = "scripted"
+    model = "scripted"
+
+    def __init__(self, reply):
+        self.inner = SimulatedForecastBackend(seed=2)
+        self.reply = reply
+        self.mem0_batches = []
+
+    def generate(self, requests):
+        mem0 = [r for r in requests if r.messages and "## New Messages" in r.messages[-1]["content"]]
+        if mem0:
+            assert len(mem0) == len(requests)
+            self.mem0_batches.append(len(requests))
+            return [Response((Completion(self.reply(r), 5),), 10, 0.0, self.name, self.model) for r in requests]
+        return self.inner.generate(requests)
+
+
+def test_mem0_llm_extraction_is_batched_and_replayed_through_the_library(questions):
+    def reply(r):
+        qid = r.episode
+        return json.dumps({"memory": [{"text": f"Extracted fact EXT-{qid}: who wins match {qid}? Team A is favoured."}]})
+
+    llm = _Mem0Scripted(reply)
+    r = _runner("mem0", questions, llm=llm)
+    eps = r.rollouts(questions)
+    assert llm.mem0_batches == [len(questions)]  # one batched call for every question's first search
+    for ep in eps:
+        (result,) = _tool_results(ep)
+        assert f"EXT-{ep.qid}" in result and "Fact" not in result
+
+
+def test_mem0_unparseable_extraction_falls_back_to_rule(questions):
+    llm = _Mem0Scripted(lambda r: "no json here")
+    proc = EvidenceProcessor("mem0", MemoryBaselinesConfig(), EMB, llm, 5000)
+    q = questions[0]
+    docs = [d for d in corpus_from_questions(questions).docs if d.origin == q.qid]
+    body = proc.process([(Episode(q), q.text, docs)], 1)[0]
+    assert proc.stores[q.qid].sources == ["rule-fallback"] and f"Fact{q.qid}x1" in body
+
+
+def test_bad_mode_and_config_raise_clear_errors(questions):
+    with pytest.raises(ConfigError, match=r"agent.mode must be one of foredreamer, .*mem0, memrl, reme, flex, got 'mem1'"):
+        AgentConfig(mode="mem1")
+    with pytest.raises(ConfigError, match=r"run.methods must be a non-empty subset of .*'flex'\], got \['memO'\]"):
+        load_forecast_config({"data": {"path": "x"}, "run": {"methods": ["memO"]}})
+    with pytest.raises(ConfigError, match="memory baseline must be one of mem0, memrl, reme, flex, got 'rag'"):
+        _runner("rag", questions)
+    with pytest.raises(ConfigError, match="memory_baselines.top_k must be >= 1, got 0"):
+        MemoryBaselinesConfig(top_k=0)
+    with pytest.raises(ConfigError, match="memory_baselines.extraction must be auto, llm or rule, got 'gpt'"):
+        load_forecast_config({"data": {"path": "x"}, "memory_baselines": {"extraction": "gpt"}})
+    with pytest.raises(ConfigError, match="unknown key.*'topk'.*valid keys: chunk_chars"):
+        load_forecast_config({"data": {"path": "x"}, "memory_baselines": {"topk": 3}})
+    with pytest.raises(InputError, match="agent.mode 'reme' needs an evidence processor"):
+        ForecastAgent(SimulatedForecastBackend(), None, AgentConfig(mode="reme"), ".")
+
+
+def test_run_is_deterministic(questions):
+    a = [e.probs for e in _runner("reme", questions).rollouts(questions)]
+    b = [e.probs for e in _runner("reme", questions).rollouts(questions)]
+    assert a == b and np.isfinite([p for d in a for p in d.values()]).all()
+
+
+def test_mem0_prompt_rejected_by_a_small_model_names_the_fix(questions):
+    from engine.errors import BackendError
+
+    class _Small(_Mem0Scripted):
+        def generate(self, requests):
+            if any("## New Messages" in r.messages[-1]["content"] for r in requests if r.messages):
+                raise BackendError("prompt of 9000 tokens exceeds the context of 2048")
+            return self.inner.generate(requests)
+
+    r = _runner("mem0", questions, llm=_Small(None))
+    with pytest.raises(BackendError, match=r'exceeds the context.*\[memory_baselines\] extraction = "rule"'):
+        r.rollouts(questions[:1])
+
+
+class _ExtractionCounter:
+    """Simulated forecaster that answers every other prompt (experience extraction) itself and counts the batches."""
+
+    name = "scripted"
+    model = "scripted"
+
+    def __init__(self):
+        self.inner = SimulatedForecastBackend(seed=3)
+        self.batches = []
+
+    def generate(self, requests):
+        forecast = [r for r in requests if r.messages and "Market context" in next(
+            (m["content"] for m in r.messages if m["role"] == "user"), "")]
+        if forecast:
+            assert len(forecast) == len(requests)  # never mixed with extraction requests
+            return self.inner.generate(requests)
+        self.batches.append([r.episode for r in requests])
+        text = json.dumps([{"when_to_use": "similar match questions", "experience": "lean on injury news"}])
+        return [Response((Completion(text, 5),), 10, 0.0, self.name, self.model) for _ in requests]
+
+
+@pytest.mark.parametrize("kind", ["memrl", "reme", "flex"])
+def test_llm_outcome_extraction_is_one_batch_per_release(kind, tmp_path):
+    # a and b run together (a closes after b's snapshot); both resolve before c's snapshot: ONE extraction call
+    write_csv(tmp_path / "subset_data_Sports_3.csv", [_row("a", 0, 0.8), _row("b", 0.5, 0.9), _row("c", 1, 9)])
+    qs = load_prophet_arena(tmp_path)
+    llm = _ExtractionCounter()
+    r = _runner(kind, qs, llm=llm)
+    r.rollouts(qs)
+    assert r.batches == [["a", "b"], ["c"]]
+    assert llm.batches == [[f"{kind}:a", f"{kind}:b"]]  # the request's episode is the outcome's key
+    assert [k for k, _ in r.track.applied] == [f"{kind}:a", f"{kind}:b"]
+    assert set(r.track.memory.table.data["source"].tolist()) == {"llm"}
