@@ -18,6 +18,7 @@ TASKS = {
     "game24": "engine.game24.experiment:run",
     "finance": "engine.finance.experiment:run",
     "forecast": "engine.forecast.experiment:run",
+    "futurex": "engine.forecast.futurex_experiment:run",
 }
 
 

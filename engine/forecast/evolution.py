@@ -25,7 +25,10 @@ scheduler runs an exploration step every ``explore_every``-th procedural step.
 
 Validation records (B.6) are keyed by (bank version, guide id); a record is
 admissible only when every validation question was answered and every item's
-factual memory was produced. Prophet Arena ranks by mean Brier (lower is better).
+factual memory was produced. Prophet Arena ranks by mean Brier (lower is better);
+the ranking metric is a :class:`ValidationMetric` on the :class:`Runner`
+(default :class:`BrierMetric`), so FutureX ranks by accuracy (higher is better;
+B.6: "FutureX candidates are ranked by accuracy") through the same loop.
 """
 
 from __future__ import annotations
@@ -131,6 +134,7 @@ class GuideTree:
 
     parent: dict = field(default_factory=dict)  # gid -> parent gid | None
     score: dict = field(default_factory=dict)  # gid -> validation score (valid nodes only)
+    lower_is_better: bool = True  # Brier: lower; FutureX accuracy: higher
 
     def add(self, gid: str, parent: str | None, score: float | None) -> None:
         if parent is not None and parent not in self.parent:
@@ -150,11 +154,12 @@ class GuideTree:
         nodes = self.valid()
         if not nodes:
             raise InputError("no validated guide to expand")
-        p = zipf_probabilities([self.score[g] for g in nodes])
+        p = zipf_probabilities([self.score[g] for g in nodes], self.lower_is_better)
         return nodes[int(np.searchsorted(np.cumsum(p), rng.random() * p.sum(), side="right").clip(0, len(nodes) - 1))]
 
     def best(self) -> str:
-        return min(self.score, key=lambda g: (self.score[g], g))
+        sign = 1.0 if self.lower_is_better else -1.0
+        return min(self.score, key=lambda g: (sign * self.score[g], g))
 
 
 # --------------------------------------------------------------------------- validation
@@ -180,11 +185,73 @@ class EvolutionConfig:
         check(self.items_per_example >= 1, f"evolution.items_per_example must be >= 1, got {self.items_per_example}")
 
 
+class ValidationMetric:
+    """What validation measures and how the evolution prompts describe a rollout (B.6).
+
+    The default, :class:`BrierMetric`, is Prophet Arena's (mean Brier, lower is
+    better). A task plugs in its own by subclassing and passing it to
+    :class:`Runner` (``metric=``); :class:`Evolution` reads ``runner.metric``.
+    """
+
+    name = "score"
+    lower_is_better = True
+
+    def score(self, episodes) -> float:
+        """Validation score of a pool's episodes (every episode answered)."""
+        raise NotImplementedError
+
+    def episode_result(self, ep) -> dict:
+        """One rollout's result for the editor prompt (Prompt 7)."""
+        raise NotImplementedError
+
+    def rollout_text(self, ep) -> str:
+        """One rollout's question, truth, answer and score for the critic prompt (Prompt 8)."""
+        raise NotImplementedError
+
+    def gate_items(self, task, n: int) -> list[SearchResult]:
+        """Up to ``n`` items of one evolution example for the strict sandboxed admission run (B.4)."""
+        raise NotImplementedError
+
+    def better(self, a: float, b: float) -> bool:
+        """True when score ``a`` beats score ``b`` (eq. 4's strict improvement)."""
+        return a < b if self.lower_is_better else a > b
+
+    def sort_key(self, s: float) -> float:
+        """Ascending sort key that puts the best score first."""
+        return s if self.lower_is_better else -s
+
+
+class BrierMetric(ValidationMetric):
+    """Prophet Arena: mean Brier over the pool (lower is better); items come from the question's sources."""
+
+    name = "brier"
+
+    def score(self, episodes) -> float:
+        return float(np.mean([brier(ep.probs, ep.task) for ep in episodes]))
+
+    def episode_result(self, ep) -> dict:
+        q = ep.task
+        return {"question": q.qid, "brier": brier(ep.probs, q), "failed": ep.failed,
+                "outcome": q.outcome, "probabilities": ep.probs}
+
+    def rollout_text(self, ep) -> str:
+        q = ep.task
+        return (f"Question: {q.text}\nOutcome: {json.dumps(q.outcome)}\nForecast: {json.dumps(ep.probs)}\n"
+                f"Brier: {brier(ep.probs, q):.4f}")
+
+    def gate_items(self, task, n: int) -> list[SearchResult]:
+        return [SearchResult(0, s.title, s.url, s.summary, task.snapshot_time, 0.0, task.qid)
+                for s in task.sources[: max(1, n)]]
+
+
+BRIER = BrierMetric()
+
+
 @dataclass
 class ValidationRecord:
     bank_version: str
     guide_id: str
-    score: float  # mean Brier over the pool (nan when inadmissible)
+    score: float  # the metric over the pool, e.g. mean Brier (nan when inadmissible)
     admissible: bool
     n: int
     failed: int
@@ -193,9 +260,13 @@ class ValidationRecord:
 class Runner:
     """Runs the agent with a given bank and guide (published or staged) on a set of questions."""
 
+    agent_class = ForecastAgent  # a task may run a ForecastAgent subclass (FutureX evidence rows)
+
     def __init__(self, llm, search, agent_cfg: AgentConfig, workspace: Path, store: ProceduralStore,
-                 subagent_mode: str = "llm", subagent_steps: int = 4, limits=None):
+                 subagent_mode: str = "llm", subagent_steps: int = 4, limits=None,
+                 metric: ValidationMetric | None = None):
         self.llm, self.search, self.agent_cfg = llm, search, agent_cfg
+        self.metric = metric or BRIER
         self.workspace = Path(workspace)
         self.store = store
         self.subagent_mode, self.subagent_steps = subagent_mode, subagent_steps
@@ -210,7 +281,7 @@ class Runner:
     def rollouts(self, questions, guide: dict, paths: dict, bank=()):
         self._runs += 1
         ws = self.workspace / f"run{self._runs:05d}"
-        agent = ForecastAgent(self.llm, self.search, self.agent_cfg, ws, lambda: self.processor(guide, paths))
+        agent = self.agent_class(self.llm, self.search, self.agent_cfg, ws, lambda: self.processor(guide, paths))
         return agent.run(list(questions), tuple(bank))
 
     def validate(self, questions, guide: dict, paths: dict, bank, gid: str) -> ValidationRecord:
@@ -218,9 +289,15 @@ class Runner:
         failed = sum(ep.failed for ep in eps)
         items_ok = all(len(ep.memories) == sum(len(s[2]) for s in ep.searches) for ep in eps)
         ok = failed == 0 and items_ok
-        score = float(np.mean([brier(ep.probs, ep.task) for ep in eps])) if ok else float("nan")
+        score = self.metric.score(eps) if ok else float("nan")
         return ValidationRecord(getattr(bank, "version", ExperienceBank(tuple(bank)).version), gid, score, ok,
                                 len(eps), failed)
+
+
+def _task_text(task) -> str:
+    """Prophet Arena ``Question.text`` or FutureX ``FutureXItem.question``."""
+    text = getattr(task, "text", None)
+    return text if isinstance(text, str) else str(getattr(task, "question", ""))
 
 
 def _staged_spec(path: Path) -> dict:
@@ -229,17 +306,21 @@ def _staged_spec(path: Path) -> dict:
     return inspect_tool(Path(path).read_text(encoding="utf-8"))[1]
 
 
-def strict_item_gate(questions, limits, guide_tool_specs) -> callable:
-    """validate(guide, paths) for ProceduralStore.admit: every tool call on items of every example must succeed."""
+def strict_item_gate(questions, limits, guide_tool_specs, items=None) -> callable:
+    """validate(guide, paths) for ProceduralStore.admit: every tool call on items of every example must succeed.
+
+    ``items(task, n) -> list[SearchResult]`` gives each example's items (default: its first ``n`` sources).
+    """
+    items = items or BRIER.gate_items
 
     def validate(guide: dict, paths: dict) -> None:
         specs = guide_tool_specs(guide, paths)
         with tempfile.TemporaryDirectory(prefix="gate-") as tmp:
             dirs = []
             for q in questions:
-                for k, s in enumerate(q.sources[: max(1, validate.items_per_example)], start=1):
-                    r = SearchResult(0, s.title, s.url, s.summary, q.snapshot_time, 0.0, q.qid)
-                    dirs.append(write_item(Path(tmp), q.qid, 0, k, r, q.text, q.text, "", q.cutoff))
+                text = _task_text(q)
+                for k, r in enumerate(items(q, max(1, validate.items_per_example)), start=1):
+                    dirs.append(write_item(Path(tmp), q.qid, 0, k, r, text, text, "", q.cutoff))
             proc = MemoryProcessor(guide, paths, specs, llm=None, mode="pipeline", limits=limits)
             mems = proc.process(dirs)
             for m in mems:
@@ -280,9 +361,10 @@ class Evolution:
         self.evo = list(evo_questions)
         self.cfg = cfg
         self.rng = random.Random(cfg.seed)
+        self.metric: ValidationMetric = getattr(runner, "metric", None) or BRIER
         self.bank = bank or ExperienceBank()
         self.banks: dict[str, ExperienceBank] = {self.bank.version: self.bank}
-        self.tree = GuideTree()
+        self.tree = GuideTree(lower_is_better=self.metric.lower_is_better)
         self.records: dict[tuple[str, str], ValidationRecord] = {}
         self.log: list[dict] = []
         self.categories: dict[str, list[str]] = {}  # representative gid -> member gids
@@ -293,7 +375,7 @@ class Evolution:
             self.tree.add(gid, parent if parent in self.tree.parent else None, rec.score if rec.admissible else None)
             if not self.categories:
                 self.categories[gid] = [gid]
-        self.gate = strict_item_gate(self.evo, store.limits, self._specs)
+        self.gate = strict_item_gate(self.evo, store.limits, self._specs, self.metric.gate_items)
         self.gate.items_per_example = cfg.items_per_example
 
     # --------------------------------------------------------------- helpers
@@ -325,9 +407,9 @@ class Evolution:
         q = self.rng.choice(self.evo)
         ep = self.runner.rollouts([q], self.store.guides[gid], self._paths(gid), self.bank)[0]
         current = self.validate(self.bank, gid)
-        result = {"question": q.qid, "brier": brier(ep.probs, q), "failed": ep.failed,
-                  "outcome": q.outcome, "probabilities": ep.probs}
-        guide_ctx = json.dumps({"guide_id": gid, "validation_brier": current.score, **self.store.guides[gid]})[:3000]
+        result = self.metric.episode_result(ep)
+        guide_ctx = json.dumps({"guide_id": gid, f"validation_{self.metric.name}": current.score,
+                                **self.store.guides[gid]})[:3000]
         reply = self._ask(prompts.editor_prompt(list(self.bank), guide_ctx, json.dumps(result)[:3000], ep.summary(),
                                                 self.cfg.max_suggestions))
         entry = {"track": "textual", "guide": gid, "from": self.bank.version, "tried": [], "accepted": None}
@@ -338,7 +420,7 @@ class Evolution:
                 entry["tried"].append({"suggestion": s, "error": str(exc)})
                 continue
             rec = self.validate(cand, gid)
-            better = rec.admissible and (not current.admissible or rec.score < current.score)  # eq. 4
+            better = rec.admissible and (not current.admissible or self.metric.better(rec.score, current.score))  # eq. 4
             entry["tried"].append({"suggestion": s, "version": cand.version, "score": rec.score, "accepted": better})
             if better:
                 self.bank = cand
@@ -379,8 +461,7 @@ class Evolution:
         q = self.rng.choice(self.evo)
         ep = self.runner.rollouts([q], guide, self._paths(parent), self.bank)[0]
         memories = "\n".join(f"[{m.item_dir.name}] {m.text[:500]}" for m in ep.memories[:4])
-        rollout = (f"Question: {q.text}\nOutcome: {json.dumps(q.outcome)}\nForecast: {json.dumps(ep.probs)}\n"
-                   f"Brier: {brier(ep.probs, q):.4f}\nProcessed memories:\n{memories}")[:6000]
+        rollout = f"{self.metric.rollout_text(ep)}\nProcessed memories:\n{memories}"[:6000]
         sources = "\n\n".join(self.store.tools[n].source for n in guide["tool_names"])[:12000]
         entry = {"track": "procedural", "kind": "rollout", "parent": parent, "question": q.qid}
         from engine.forecast.toolcalls import _json_objects
@@ -463,5 +544,5 @@ class Evolution:
     def top_configurations(self, k: int | None = None) -> list[tuple[ExperienceBank, str, float]]:
         """The best admissible (bank, guide) validation records, best first."""
         recs = sorted((r for r in self.records.values() if r.admissible and r.guide_id in self.store.guides),
-                      key=lambda r: (r.score, r.guide_id, r.bank_version))
+                      key=lambda r: (self.metric.sort_key(r.score), r.guide_id, r.bank_version))
         return [(self.banks[r.bank_version], r.guide_id, r.score) for r in recs[: (k or self.cfg.top_k)]]

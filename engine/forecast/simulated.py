@@ -8,6 +8,15 @@ evolution tracks have a signal to find); the subagent calls its guide's tools in
 order; the evolution roles (editor, critic, reuse selector, generator,
 classifier) return well-formed JSON or code blocks. ``malformed_rate`` makes a
 share of final answers unusable, to exercise the repair/fallback path.
+
+FutureX prompts (SIMULATED, a keyword reader, not a model): the agent searches
+on its first turn when it may, then answers in ``\\boxed{}`` from the evidence
+it was shown (tool results, or the prompt's ``Evidence:`` section): single
+choice = the option whose text is mentioned most often, multi choice = every
+option mentioned, ranking = options in order of first mention, numerical = the
+most frequent number (first mentioned on ties; dates, years, URLs and item tags
+ignored). Options the evidence never mentions, and questions without evidence,
+get a seeded guess. The answer type is read from the answer requirements.
 """
 
 from __future__ import annotations
@@ -25,6 +34,8 @@ MODEL_NAME = "simulated-forecaster"
 
 _MARKET = re.compile(r"^- (.+?): yes_bid ([0-9.]+), yes_ask ([0-9.]+) \(cents\)$", re.M)
 _NOQUOTE = re.compile(r"^- (.+?): no quote$", re.M)
+_FX_OPTION = re.compile(r"^\s*\(?([A-Z])[.):]\s+(.+?)\s*$", re.M)
+_FX_NUMBER = re.compile(r"(?<![\w.])[-+]?\d+(?:\.\d+)?(?![\w.]*\d)")
 
 
 def _rng(*parts) -> random.Random:
@@ -122,7 +133,7 @@ class SimulatedForecastBackend:
             return json.dumps({"matched_representative_guide_file": files[0] if files and len(files) > 1 else None,
                                "analysis": "simulated classifier"})
         if "Event to predict:" in first_user:
-            return "Rationale: simulated.\n\n\\boxed{" + ("Yes" if _rng(self.seed, first_user).random() < 0.5 else "No") + "}"
+            return self._futurex(system, msgs, first_user)
         if "Market context" in first_user:
             return self._forecast(system, msgs, first_user)
         return "I cannot help with that."
@@ -156,6 +167,52 @@ class SimulatedForecastBackend:
         for name in _NOQUOTE.findall(prompt):
             probs[name] = round(min(1.0, max(0.0, 0.5 + rng.gauss(0.0, scale))), 4)
         return json.dumps({"rationale": "simulated forecast", "probabilities": probs})
+
+    def _futurex(self, system: str, msgs: list[dict], prompt: str) -> str:
+        """FutureX: search first when allowed, then a SIMULATED keyword reading of the evidence (see module doc)."""
+        final = any(m["role"] == "user" and m["content"].startswith("This is your last allowed turn") for m in msgs)
+        results = [m["content"] for m in msgs if m["role"] == "user" and m["content"].startswith("Tool result (web_search")]
+        can_search = "web_search_and_process tool" in system
+        event = prompt.split("Event to predict:\n", 1)[-1].split("\n\nFinal answer requirements:", 1)[0]
+        if "\n\nEvidence:\n" in event:
+            event, inline = event.split("\n\nEvidence:\n", 1)
+        else:
+            inline = ""
+        if can_search and not final and not results:
+            query = event.split("\n", 1)[0]
+            return f'<tool_call>{json.dumps({"name": "web_search_and_process", "arguments": {"query": query}})}</tool_call>'
+        rng = _rng(self.seed, prompt[:2000])
+        if rng.random() < self.malformed_rate:
+            return "Rationale: simulated, no boxed answer on purpose."
+        evidence = "\n".join([inline] + [r.split("\n", 1)[-1] for r in results])
+        evidence = re.sub(r"https?://\S+|\[[^\]]*\]|\d{4}-\d\d-\d\d\S*|\b(?:19|20)\d\d\b", " ", evidence)
+        evidence = evidence.lower()
+        reqs = prompt.split("Final answer requirements:\n", 1)[-1].split("\n\n", 1)[0].lower()
+        options = [(letter, text.lower()) for letter, text in _FX_OPTION.findall(event)]
+        letters = [l for l, _ in options]
+        if not options:  # numerical (or open): the most frequent number in the evidence, first on ties
+            nums = _FX_NUMBER.findall(evidence)
+            if nums:
+                counts = {n: nums.count(n) for n in nums}
+                ans = max(nums, key=lambda n: (counts[n], -nums.index(n)))
+            else:
+                ans = str(rng.randint(0, 100))
+            return f"Rationale: simulated keyword reading.\n\n\\boxed{{{ans}}}"
+        counts = {l: evidence.count(t) for l, t in options}
+        first = {l: evidence.find(t) for l, t in options}
+        if "rank" in reqs:
+            seen = sorted((l for l in letters if first[l] >= 0), key=lambda l: first[l])
+            rest = [l for l in letters if first[l] < 0]
+            rng.shuffle(rest)
+            ans = ", ".join(seen + rest)
+        elif "all options that apply" in reqs or "one or more" in reqs or "select all" in reqs:
+            picked = [l for l in letters if counts[l] > 0] or [rng.choice(letters)]
+            ans = ", ".join(picked)
+        else:
+            best = max(counts.values())
+            tied = [l for l in letters if counts[l] == best]
+            ans = tied[0] if len(tied) == 1 else rng.choice(tied)
+        return f"Rationale: simulated keyword reading.\n\n\\boxed{{{ans}}}"
 
     def _generator(self, prompt: str) -> str:
         self._new_tools += 1

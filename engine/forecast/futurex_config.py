@@ -1,0 +1,100 @@
+"""``toe run configs/futurex.toml``: the FutureX task's config sections.
+
+::
+
+    task = "futurex"
+    [data]        path (FutureX JSON/JSONL file, or "example" = the shipped format example),
+                  documents (documents JSONL for the cutoff-aware corpus search, "example", or "" = none),
+                  n_evo, split_seed, numeric_rel_tol, search_provider ("module:factory" for web search)
+    [run]         methods, max_questions, evolve, workspace
+    [agent]       engine.forecast.agent.AgentConfig
+    [subagent]    mode ("llm" | "pipeline"), max_steps
+    [sandbox]     engine.forecast.sandbox.SandboxLimits
+    [evolution]   engine.forecast.evolution.EvolutionConfig
+    [memory_baselines]  engine.forecast.memory_baselines.MemoryBaselinesConfig (methods mem0, memrl, reme, flex)
+    [embed]       engine.embed.EmbedConfig (search embeddings; default hashing)
+    [llm]         engine.llm.config.LLMConfig ("simulated" = the forecasting test harness)
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from engine.config import check, from_dict
+from engine.errors import ConfigError
+from engine.forecast.agent import AgentConfig
+from engine.forecast.evolution import EvolutionConfig
+from engine.forecast.sandbox import SandboxLimits
+
+MEMORY_METHODS = ("mem0", "memrl", "reme", "flex")  # memory baselines on the retrieved evidence (engine.forecast.memory_baselines)
+METHODS = ("foredreamer", "full_text", "rag") + MEMORY_METHODS
+EXAMPLE = "example"  # data.path / data.documents value naming the files shipped in engine/data
+
+
+@dataclass(frozen=True)
+class FutureXDataConfig:
+    path: str = ""
+    documents: str = ""  # "" = no corpus: search finds nothing, Full Text / RAG get no evidence
+    n_evo: int = 20  # paper C.3: 20 of the 208 resolved questions for evolution + validation
+    split_seed: int = 0
+    numeric_rel_tol: float = 0.0  # numerical answers: |a - g| <= tol * |g| counts as correct (0 = same number)
+    search_provider: str = ""  # "package.module:factory" -> a SearchProvider (web search); "" = the local corpus
+
+    def __post_init__(self):
+        check(bool(self.path.strip()), "data.path must name a FutureX JSON/JSONL file (or \"example\" for the "
+                                       "shipped format example), got ''")
+        check(self.n_evo >= 1, f"data.n_evo must be >= 1, got {self.n_evo}")
+        check(math.isfinite(self.numeric_rel_tol) and self.numeric_rel_tol >= 0.0,
+              f"data.numeric_rel_tol must be a finite number >= 0, got {self.numeric_rel_tol}")
+
+
+@dataclass(frozen=True)
+class FutureXRunConfig:
+    methods: tuple[str, ...] = ("foredreamer",)
+    max_questions: int = 0  # evaluation questions for the model rows (0 = all)
+    evolve: bool = False
+    workspace: str = ""  # "" = <out>/workspace or a temporary folder
+
+    def __post_init__(self):
+        bad = [m for m in self.methods if m not in METHODS]
+        check(not bad and bool(self.methods),
+              f"run.methods must be a non-empty subset of {list(METHODS)}, got {list(self.methods)}")
+        check(self.max_questions >= 0, f"run.max_questions must be >= 0, got {self.max_questions}")
+
+
+@dataclass(frozen=True)
+class FutureXSubagentConfig:
+    mode: str = "llm"  # "llm": the model drives the MemTools; "pipeline": the guide's tools in order, no LLM
+    max_steps: int = 4
+
+    def __post_init__(self):
+        check(self.mode in ("llm", "pipeline"), f"subagent.mode must be 'llm' or 'pipeline', got {self.mode!r}")
+        check(self.max_steps >= 1, f"subagent.max_steps must be >= 1, got {self.max_steps}")
+
+
+@dataclass(frozen=True)
+class FutureXConfig:
+    data: FutureXDataConfig
+    run: FutureXRunConfig = field(default_factory=FutureXRunConfig)
+    agent: AgentConfig = field(default_factory=AgentConfig)
+    subagent: FutureXSubagentConfig = field(default_factory=FutureXSubagentConfig)
+    sandbox: SandboxLimits = field(default_factory=SandboxLimits)
+    evolution: EvolutionConfig = field(default_factory=EvolutionConfig)
+
+
+def load_memory_baselines_config(config: dict):
+    """``[memory_baselines]`` validated by its own dataclass (imported only when a memory baseline runs or the
+    section is present, so the FutureX runner does not depend on the baselines' extras otherwise)."""
+    from engine.forecast.memory_baselines import MemoryBaselinesConfig
+
+    return from_dict(MemoryBaselinesConfig, config.get("memory_baselines"), "futurex.memory_baselines")
+
+
+def load_futurex_config(config: dict) -> FutureXConfig:
+    """Validate the FutureX sections of a whole config dict (``task``, ``title``, ``llm``, ``embed`` are read elsewhere)."""
+    sections = {k: config[k] for k in ("data", "run", "agent", "subagent", "sandbox", "evolution") if k in config}
+    if "data" not in sections:
+        raise ConfigError("the futurex task needs a [data] table with path = <FutureX JSON/JSONL file> "
+                          "(or path = \"example\" for the shipped format example)")
+    return from_dict(FutureXConfig, sections, "futurex")
