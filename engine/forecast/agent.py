@@ -40,7 +40,7 @@ from typing import Callable, Sequence
 from engine.config import check
 from engine.errors import InputError
 from engine.forecast import prompts
-from engine.forecast.data import FutureXItem, Question, futurex_correct
+from engine.forecast.data import FutureXItem, Question
 from engine.forecast.metrics import uniform_probs
 from engine.forecast.search import SearchProvider
 from engine.forecast.subagent import write_item
@@ -97,7 +97,7 @@ class Episode:
         return self.task.qid
 
     def correct(self) -> bool:
-        return isinstance(self.task, FutureXItem) and futurex_correct(self.answer, self.task)
+        return isinstance(self.task, FutureXItem) and self.task.correct(self.answer)
 
     def summary(self, max_chars: int = 4000) -> str:
         """Main-agent rollout summary for the evolution prompts (no subagent logs)."""

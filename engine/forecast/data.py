@@ -27,7 +27,7 @@ import json
 import random
 import re
 import unicodedata
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable, Sequence
@@ -285,6 +285,11 @@ class FutureXItem:
     def cutoff(self) -> datetime:
         return self.end_time
 
+    def correct(self, answer: str | None) -> bool:
+        """Exact match after :func:`normalise_answer` (order-free for short option lists: an untyped item
+        cannot tell a ranking from a multi choice; :class:`engine.forecast.futurex_tasks.FutureXTask` can)."""
+        return futurex_correct(answer, self)
+
 
 _WS = re.compile(r"\s+")
 
@@ -327,25 +332,31 @@ def parse_futurex_item(obj: Any, where: str) -> FutureXItem:
     )
 
 
-def load_futurex(path: str | Path) -> list[FutureXItem]:
-    """FutureX items from a JSON list or a JSONL file."""
+def read_json_objects(path: str | Path, what: str = "FutureX") -> list[tuple[Any, str]]:
+    """(object, where) pairs of a JSON list or JSONL file; ``where`` names the file and item/line for errors."""
     path = Path(path)
     if not path.is_file():
-        raise InputError(f"FutureX file {str(path)!r} does not exist")
+        raise InputError(f"{what} file {str(path)!r} does not exist")
     text = path.read_text(encoding="utf-8")
     if text.lstrip().startswith("["):
         try:
             objs = json.loads(text)
         except json.JSONDecodeError as exc:
             raise InputError(f"{path.name}: not valid JSON ({exc})") from exc
-        return [parse_futurex_item(o, f"{path.name} item {i}") for i, o in enumerate(objs)]
+        return [(o, f"{path.name} item {i}") for i, o in enumerate(objs)]
     out = []
     for i, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         try:
-            obj = json.loads(line)
+            out.append((json.loads(line), f"{path.name} line {i}"))
         except json.JSONDecodeError as exc:
             raise InputError(f"{path.name} line {i}: not valid JSON ({exc})") from exc
-        out.append(parse_futurex_item(obj, f"{path.name} line {i}"))
+    if not out:
+        raise InputError(f"{what} file {path.name} holds no items")
     return out
+
+
+def load_futurex(path: str | Path) -> list[FutureXItem]:
+    """FutureX items from a JSON list or a JSONL file."""
+    return [parse_futurex_item(o, where) for o, where in read_json_objects(path)]

@@ -14,10 +14,11 @@ from engine.errors import ConfigError, InputError
 from engine.forecast.agent import AgentConfig
 from engine.forecast.evolution import GuideTree
 from engine.forecast.futurex_config import load_futurex_config
-from engine.forecast.futurex_experiment import (
-    EXAMPLE_DOCS, EXAMPLE_ITEMS, QTYPES, FutureXAgent, FutureXAccuracy, accuracy_row, answer_letters,
-    first_option_answer, futurex_split, is_correct, load_futurex_documents, load_futurex_tasks, parse_task,
-    reference_rows, run, uniform_expected,
+from engine.forecast.futurex_corpus import load_futurex_documents
+from engine.forecast.futurex_experiment import FutureXAccuracy, FutureXAgent, run
+from engine.forecast.futurex_metrics import accuracy_row, first_option_answer, reference_rows, uniform_expected
+from engine.forecast.futurex_tasks import (
+    EXAMPLE_DOCS, EXAMPLE_ITEMS, QTYPES, answer_letters, futurex_split, is_correct, load_futurex_tasks, parse_task,
 )
 from engine.llm.base import Completion, Response
 from engine.tasks import RunOptions
@@ -111,6 +112,12 @@ def test_accuracy_equals_independent_computation(tasks):
     assert row.accuracy() == pytest.approx(8 / 14) and row.failed == 1
     # ranking order matters (a sorted comparison would call this right); tolerance applies to numbers only
     assert not is_correct("A, B, C", by_id["fx-ex-10"])
+    from engine.forecast.agent import Episode
+
+    rank = by_id["fx-ex-10"]
+    right = rank.ground_truth[0]
+    assert Episode(rank, answer=right).correct()  # the agent's episodes score rankings the same way
+    assert not Episode(rank, answer="A, B, C").correct()
     assert is_correct("150", by_id["fx-ex-15"], rel_tol=0.02) and not is_correct("152", by_id["fx-ex-15"], 0.02)
     with pytest.raises(InputError, match="2 scores for 3 tasks"):
         accuracy_row("m", chosen[:3], [1.0, 0.0])
