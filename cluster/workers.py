@@ -50,7 +50,7 @@ class EpisodeWorker:
         resolve it per call): fetched on the first share of a run, or after a restart.
         The method brings code and config; experience is read only from the snapshot.
         """
-        t0, c0 = time.perf_counter(), time.process_time()
+        t0, c0, started = time.perf_counter(), time.process_time(), time.time()
         key = method_ref[0].hex()
         if key != self._method_key:
             self.method, self._method_key = ray.get(method_ref[0]), key
@@ -62,7 +62,7 @@ class EpisodeWorker:
         results = self.method.run_episodes(snapshot, list(episodes), self.llm)
         stats = {"worker": self.index, "episodes": len(episodes), "busy_s": time.perf_counter() - t0,
                  "cpu_s": time.process_time() - c0, "llm_calls": self.llm.meter.total.calls - calls0,
-                 "pid": os.getpid()}
+                 "pid": os.getpid(), "started_at": started, "ended_at": time.time()}
         return results, stats
 
     def pid(self) -> int:
