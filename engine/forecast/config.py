@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from engine.config import check, from_dict
 from engine.forecast.agent import AgentConfig
 from engine.forecast.evolution import EvolutionConfig
-from engine.forecast.memory_baselines import MemoryBaselinesConfig
+from engine.forecast.evidence_memory import MemoryBaselinesConfig
 from engine.forecast.sandbox import SandboxLimits
 
 # foredreamer / full_text / rag, then the memory baselines applied to the retrieved evidence

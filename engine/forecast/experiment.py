@@ -33,7 +33,8 @@ from engine.errors import ConfigError
 from engine.forecast.config import ForecastConfig, load_forecast_config
 from engine.forecast.data import category_splits, load_prophet_arena, train_ids_from_files
 from engine.forecast.evolution import Evolution, ExperienceBank, Runner
-from engine.forecast.memory_baselines import ROW_NAMES, MemoryBaselineRunner
+from engine.forecast.evidence_memory import ROW_NAMES
+from engine.forecast.memory_baselines import MemoryBaselineRunner
 from engine.forecast.memtools import ProceduralStore
 from engine.forecast.metrics import Row, format_table, reference_rows, score
 from engine.forecast.search import corpus_from_questions

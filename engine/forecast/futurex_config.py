@@ -86,7 +86,7 @@ class FutureXConfig:
 def load_memory_baselines_config(config: dict):
     """``[memory_baselines]`` validated by its own dataclass (imported only when a memory baseline runs or the
     section is present, so the FutureX runner does not depend on the baselines' extras otherwise)."""
-    from engine.forecast.memory_baselines import MemoryBaselinesConfig
+    from engine.forecast.evidence_memory import MemoryBaselinesConfig
 
     return from_dict(MemoryBaselinesConfig, config.get("memory_baselines"), "futurex.memory_baselines")
 

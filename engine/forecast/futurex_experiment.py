@@ -220,7 +220,8 @@ def run(config: dict, options) -> int:
             seed_gid = store.seed(seed_tool_sources(), DEFAULT_GUIDE)
         for method in cfg.run.methods:
             if method in MEMORY_METHODS:
-                from engine.forecast.memory_baselines import ROW_NAMES, MemoryBaselineRunner
+                from engine.forecast.evidence_memory import ROW_NAMES
+                from engine.forecast.memory_baselines import MemoryBaselineRunner
 
                 mr = MemoryBaselineRunner(method, llm, corpus, cfg.agent, mb_cfg, embedder, ws / f"rollouts-{method}")
                 eps = mr.rollouts(evaluated)

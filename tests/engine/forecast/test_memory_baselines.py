@@ -12,12 +12,8 @@ from engine.errors import ConfigError, InputError
 from engine.forecast.agent import MEMORY_MODES, AgentConfig, Episode, ForecastAgent
 from engine.forecast.config import load_forecast_config
 from engine.forecast.data import load_prophet_arena
-from engine.forecast.memory_baselines import (
-    EvidenceProcessor,
-    MemoryBaselineRunner,
-    MemoryBaselinesConfig,
-    evidence_chunks,
-)
+from engine.forecast.evidence_memory import EvidenceProcessor, MemoryBaselinesConfig, evidence_chunks
+from engine.forecast.memory_baselines import MemoryBaselineRunner
 from engine.forecast.search import SearchResult, corpus_from_questions
 from engine.forecast.simulated import SimulatedForecastBackend
 from engine.llm.base import Completion, MeteredBackend, Response

@@ -1,0 +1,261 @@
+"""Evidence layer of the memory baselines: one question's search results written into a memory, retrieved back.
+
+See :mod:`engine.forecast.memory_baselines` for the design (why one memory per
+question, what each baseline writes and retrieves).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Sequence
+
+import numpy as np
+
+from engine.baselines.common import Hit, derive_seed, resolve_extraction, str_array
+from engine.config import check
+from engine.errors import BackendError, ConfigError
+from engine.forecast.agent import MEMORY_MODES, Episode
+from engine.forecast.search import SearchResult
+from engine.llm.base import Request
+
+ROW_NAMES = {"mem0": "Mem0 (evidence)", "memrl": "MemRL (evidence)", "reme": "ReMe (evidence)",
+             "flex": "FLEX (evidence)"}
+DISPLAY = {"mem0": "Mem0", "memrl": "MemRL", "reme": "ReMe", "flex": "FLEX"}
+
+
+@dataclass(frozen=True)
+class MemoryBaselinesConfig:
+    """``[memory_baselines]``: how the memory baselines process evidence (modes mem0, memrl, reme, flex)."""
+
+    top_k: int = 6  # evidence memories returned per search (FLEX: clipped to its range 3..5)
+    chunk_chars: int = 400  # evidence chunk size (sentence boundaries)
+    extraction: str = "auto"  # mem0 fact extraction and MemRL/ReMe/FLEX outcome extraction: auto | llm | rule
+    experience: bool = True  # MemRL / ReMe / FLEX cross-question outcome experience
+    experience_chars: int = 3000  # prompt budget of the experience section
+    resolution_delay_h: float = 0.0  # an outcome counts as known this many hours after the question's close_time
+
+    def __post_init__(self):
+        check(self.top_k >= 1, f"memory_baselines.top_k must be >= 1, got {self.top_k}")
+        check(self.chunk_chars >= 80, f"memory_baselines.chunk_chars must be >= 80, got {self.chunk_chars}")
+        check(self.extraction in ("auto", "llm", "rule"),
+              f"memory_baselines.extraction must be auto, llm or rule, got {self.extraction!r}")
+        check(self.experience_chars >= 200,
+              f"memory_baselines.experience_chars must be >= 200, got {self.experience_chars}")
+        check(self.resolution_delay_h >= 0.0,
+              f"memory_baselines.resolution_delay_h must be >= 0, got {self.resolution_delay_h}")
+
+
+def check_kind(kind: str) -> str:
+    if kind not in MEMORY_MODES:
+        raise ConfigError(f"memory baseline must be one of {', '.join(MEMORY_MODES)}, got {kind!r}")
+    return kind
+
+
+# --- evidence chunks -------------------------------------------------------------------------
+
+_SENTENCE = re.compile(r"(?<=[.!?])\s+")
+
+
+def source_line(hit: SearchResult) -> str:
+    return f"[{hit.available_at.date().isoformat()}] {hit.title} ({hit.url})"
+
+
+def evidence_chunks(hit: SearchResult, chunk_chars: int) -> list[str]:
+    """The item's content as chunks of at most ``chunk_chars`` characters (sentence boundaries), each with its source line."""
+    text = " ".join(str(hit.content).split())
+    chunks, cur = [], ""
+    for sent in _SENTENCE.split(text):
+        while len(sent) > chunk_chars:  # one sentence longer than a chunk: hard cut
+            if cur:
+                chunks.append(cur)
+                cur = ""
+            chunks.append(sent[:chunk_chars])
+            sent = sent[chunk_chars:].lstrip()
+        if cur and len(cur) + 1 + len(sent) > chunk_chars:
+            chunks.append(cur)
+            cur = ""
+        cur = f"{cur} {sent}".strip()
+    if cur:
+        chunks.append(cur)
+    head = source_line(hit)
+    return [f"{head}: {c}" for c in chunks] or [f"{head}: (empty)"]
+
+
+# --- evidence layer: one question's memory -----------------------------------------------------
+
+
+def _evidence_memory(kind: str, scope: str, cfg: MemoryBaselinesConfig, embedder):
+    if kind == "mem0":
+        from engine.baselines.mem0 import Mem0Config, Mem0Memory
+
+        return Mem0Memory(Mem0Config(top_k=cfg.top_k, agent_id=f"question:{scope}", extraction=cfg.extraction),
+                          embedder=embedder)
+    if kind == "memrl":
+        from engine.baselines.memrl import MemRLConfig, MemRLMemory
+
+        return MemRLMemory(MemRLConfig(sim_threshold=0.0, recall_k=cfg.top_k, select_k=cfg.top_k,
+                                       extraction=cfg.extraction), embedder=embedder)
+    if kind == "reme":
+        from engine.baselines.reme import ReMeConfig, ReMeMemory
+
+        return ReMeMemory(ReMeConfig(recall_k=max(10, 2 * cfg.top_k), top_k=cfg.top_k, extraction=cfg.extraction),
+                          embedder=embedder)
+    from engine.baselines.flex import FlexConfig, FlexMemory
+
+    return FlexMemory(FlexConfig(k=min(5, max(3, cfg.top_k)), extraction=cfg.extraction), embedder=embedder)
+
+
+def _mem0_rule_completion(chunks: Sequence[str]) -> str:
+    """mem0's extraction output format with one fact per chunk (rule-based; simulated backend)."""
+    return json.dumps({"memory": [{"text": c} for c in chunks]})
+
+
+class EvidenceMemory:
+    """One question's evidence in one baseline memory; ``written`` lists every item it received."""
+
+    def __init__(self, kind: str, scope: str, cfg: MemoryBaselinesConfig, embedder):
+        self.kind = check_kind(kind)
+        self.cfg = cfg
+        self.memory = _evidence_memory(kind, scope, cfg, embedder)
+        self.embedder = embedder
+        self.written: list[SearchResult] = []
+        self.sources: list[str] = []  # mem0 only: "llm" | "rule" | "rule-fallback" per write
+
+    def mem0_request(self, query: str, hits: Sequence[SearchResult], cutoff: datetime, key: str, seed: int) -> Request:
+        """mem0's own additive extraction prompt for these items (system + user), as one request."""
+        from engine.baselines.common import cosine_scores, top_k
+        from engine.baselines.mem0 import import_mem0
+
+        import_mem0()
+        from mem0.configs.prompts import ADDITIVE_EXTRACTION_PROMPT, AGENT_CONTEXT_SUFFIX, generate_additive_extraction_prompt
+        from mem0.memory.utils import parse_messages
+
+        msgs = _mem0_messages(query, hits)
+        parsed = parse_messages(msgs)
+        snap = self.memory.snapshot()
+        existing = []
+        texts = [str(t) for t in snap["memory"].tolist()]
+        if texts and self.memory.config.existing_k:
+            sims = cosine_scores(np.asarray(snap["embedding"], np.float32), self.embedder.embed([parsed]))[0]
+            existing = [{"id": str(i), "text": texts[r]}
+                        for i, r in enumerate(top_k(sims.astype(np.float64), self.memory.config.existing_k))]
+        user = generate_additive_extraction_prompt(existing_memories=existing, new_messages=parsed, last_k_messages=[],
+                                                   current_date=cutoff.date().isoformat())
+        return Request(messages=({"role": "system", "content": ADDITIVE_EXTRACTION_PROMPT + AGENT_CONTEXT_SUFFIX},
+                                 {"role": "user", "content": user}),
+                       max_tokens=self.memory.config.max_tokens, temperature=self.memory.config.temperature,
+                       seed=seed, episode=key)
+
+    def write(self, query: str, hits: Sequence[SearchResult], completion: str | None = None) -> None:
+        """Write the items through the baseline's ``apply`` (mem0: the library's ``add`` replaying ``completion``)."""
+        if not hits:
+            return
+        per_hit = [evidence_chunks(h, self.cfg.chunk_chars) for h in hits]
+        chunks = [c for cs in per_hit for c in cs]
+        n = len(chunks)
+        if self.kind == "mem0":
+            from engine.baselines.mem0 import valid_extraction
+
+            source = "rule"
+            if completion is not None:
+                source = "llm" if valid_extraction(completion) else "rule-fallback"
+            text = completion if source == "llm" else _mem0_rule_completion(chunks)
+            msgs = _mem0_messages(query, hits)
+            update = {"role": str_array(m["role"] for m in msgs), "content": str_array(m["content"] for m in msgs),
+                      "completion": str_array([text]), "source": str_array([source]),
+                      "retrieved": np.zeros(0, np.int64)}
+            self.sources.append(source)
+        elif self.kind == "memrl":
+            update = {"used": np.zeros(0, np.int64), "reward": np.zeros(1, np.float64), "intent": str_array(chunks),
+                      "experience": str_array(chunks), "source": str_array(["evidence"] * n)}
+        elif self.kind == "reme":
+            whens = [f"Evidence for: {query} | source: {h.title}" for h, cs in zip(hits, per_hit) for _ in cs]
+            update = {"retrieved": np.zeros(0, np.int64), "success": np.zeros(1, bool), "when_to_use": str_array(whens),
+                      "content": str_array(chunks), "kind": str_array(["evidence"] * n),
+                      "source": str_array(["evidence"] * n)}
+        else:
+            refl = [f"Source: {source_line(h)}" for h, cs in zip(hits, per_hit) for _ in cs]
+            update = {"problem": str_array(chunks), "solution": str_array(chunks), "correct": np.ones(n, bool),
+                      "reflection": str_array(refl), "failure_reason": str_array([""] * n),
+                      "source": str_array(["evidence"] * n)}
+        self.memory.apply([update])
+        self.written += list(hits)
+
+    def retrieve(self, query: str) -> list[Hit]:
+        return self.memory.reader(self.memory.snapshot()).retrieve([query])[0]
+
+    def hit_text(self, hit: Hit) -> str:
+        if self.kind == "reme":  # ReMe's hit text is "When to use: ...\nExperience: <content>"
+            return hit.text.split("\nExperience: ", 1)[-1]
+        return hit.text
+
+    def format(self, hits: Sequence[Hit], budget: int) -> str:
+        text = "\n".join(f"[{i}] {self.hit_text(h)}" for i, h in enumerate(hits, start=1))
+        return text[:budget]
+
+
+def _mem0_messages(query: str, hits: Sequence[SearchResult]) -> list[dict]:
+    return [{"role": "user", "content": f"Search result for '{query}': {source_line(h)}: {' '.join(str(h.content).split())}"}
+            for h in hits]
+
+
+# --- the evidence processor the agent calls ----------------------------------------------------
+
+
+@dataclass
+class EvidenceProcessor:
+    """``ForecastAgent(evidence=...)``: writes each search's results into the question's memory, returns its retrieval."""
+
+    kind: str
+    cfg: MemoryBaselinesConfig
+    embedder: object
+    llm: object
+    context_chars: int
+    preambles: dict = field(default_factory=dict)  # qid -> experience section text
+    stores: dict = field(default_factory=dict)  # qid -> EvidenceMemory
+    dropped: int = 0  # search results after the question's cutoff (never written)
+
+    def preamble(self, task) -> str:
+        return self.preambles.get(task.qid, "")
+
+    def store(self, qid: str) -> EvidenceMemory:
+        if qid not in self.stores:
+            self.stores[qid] = EvidenceMemory(self.kind, qid, self.cfg, self.embedder)
+        return self.stores[qid]
+
+    def process(self, batch: Sequence[tuple[Episode, str, Sequence[SearchResult]]], turn: int) -> list[str]:
+        kept = []
+        for ep, query, hits in batch:
+            ok = [h for h in hits if h.available_at is not None and h.available_at <= ep.task.cutoff]
+            self.dropped += len(hits) - len(ok)  # a provider that ignores the cutoff cannot leak into memory
+            kept.append((ep, query, ok))
+        completions: list[str | None] = [None] * len(kept)
+        if self.kind == "mem0" and resolve_extraction(self.cfg.extraction, getattr(self.llm, "name", "")) == "llm":
+            jobs = [(i, self.store(ep.qid).mem0_request(q, hs, ep.task.cutoff, ep.qid, derive_seed(ep.qid, turn, "mem0-evidence")))
+                    for i, (ep, q, hs) in enumerate(kept) if hs]
+            if jobs:
+                try:
+                    resps = self.llm.generate([r for _, r in jobs])  # one batched call for every question of the turn
+                except BackendError as exc:
+                    raise BackendError(
+                        f"mem0's extraction prompt (its ~34,000-character system prompt plus the evidence) was rejected "
+                        f"by backend {getattr(self.llm, 'name', '?')!r}: {exc}. With a small-context model set "
+                        f"[memory_baselines] extraction = \"rule\" or give the model a larger context (llm.context)"
+                    ) from exc
+                for (i, _), resp in zip(jobs, resps):
+                    completions[i] = resp.texts[0] if resp.completions else ""
+        bodies = []
+        for (ep, query, hits), completion in zip(kept, completions):
+            store = self.store(ep.qid)
+            store.write(query, hits, completion)
+            found = store.retrieve(query)
+            body = store.format(found, self.context_chars)
+            ep.evidence.append({"turn": turn, "query": query, "written": [h.doc_id for h in hits],
+                                "retrieved": [h.id for h in found], "text": body})
+            bodies.append(body)
+        return bodies
+
+
