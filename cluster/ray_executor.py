@@ -11,9 +11,13 @@ Per round:
    conventions); each worker gets the snapshot refs as top-level arguments, so
    Ray hands it read-only, zero-copy NumPy views of the shared memory;
 3. the driver collects the results (a share lost with its worker is rerun on
-   another), sorts them by episode id, ``ray.put``s them once and every store
-   owner applies them in that order and writes its state into the round's
-   checkpoint staging folder; the driver then commits the checkpoint.
+   another) and hands every store owner the shares' ObjectRefs (no second
+   serialization); each owner sorts them by episode id, applies them in that
+   order and writes its state into the round's checkpoint staging folder; the
+   driver then commits the checkpoint. Rounds without a checkpoint do not wait
+   for the owners' acknowledgements: the next round's snapshot calls queue
+   behind the applies on the same actors, and the acknowledgements are checked
+   before the next apply and at the end of the run.
 
 At the end the driver's ``method`` takes the store owners' state (``join`` for
 several shards), so it ends exactly as after a local run.
@@ -205,6 +209,8 @@ class RayExecutor(RoundLoop):
         self._store_apply: list[float] = []
 
     def _run_round(self, index, batch, progress):
+        # Queued behind the previous round's apply on each store owner (an actor runs its calls in
+        # order), so the shares start as soon as the owners have applied it: no driver round trip.
         snapshot_refs = [s.snapshot.remote() for s in self._active_stores]
         n_chunks = min(len(batch), self.n_workers * self.chunks_per_worker)
         bounds = np.linspace(0, len(batch), n_chunks + 1).round().astype(int)
@@ -213,8 +219,10 @@ class RayExecutor(RoundLoop):
         for a, b in zip(bounds[:-1], bounds[1:]):
             self.pool.submit(submit, batch[a:b])
         out, busiest = [], {}
+        self._share_refs = []
         while self.pool.has_next():
-            results, st = self.pool.get_next_unordered()
+            ref, (results, st) = self.pool.get_next_with_ref()
+            self._share_refs.append(ref)
             out.extend(results)
             w = self._per_worker[st["worker"]]
             w["episodes"] += st["episodes"]
@@ -228,13 +236,35 @@ class RayExecutor(RoundLoop):
         return out
 
     def _apply(self, index, results, staging):
-        results_ref = ray.put(results)  # once, shared by every store owner
-        acks = ray.get([s.apply.remote(index, results_ref, None if staging is None else str(staging))
-                        for s in self._active_stores])
-        self._store_apply.append(max(a["apply_s"] for a in acks))
+        """The barrier: every store owner applies the round (the workers' share refs, no re-serialization).
+
+        Without a checkpoint to commit the driver does not wait for the owners' acknowledgements:
+        the next round's snapshot calls queue behind the applies. They are checked before the next
+        apply and before the run's end, so a failed apply still fails the run (and nothing of it is
+        committed or returned).
+        """
+        self._check_acks()
+        self._acks = [s.apply_shares.remote(index, None if staging is None else str(staging), *self._share_refs)
+                      for s in self._active_stores]
+        self._share_refs = []
+        if staging is not None:  # the checkpoint is committed right after: wait for every owner
+            self._check_acks()
+
+    def _check_acks(self) -> None:
+        acks, self._acks = getattr(self, "_acks", []), []
+        if acks:
+            self._store_apply.append(max(a["apply_s"] for a in ray.get(acks)))
 
     def _finish(self, method, ok):
         self._method_ref = None
+        if ok:
+            try:
+                self._check_acks()  # the last round's applies
+            except Exception:
+                ok = False
+                self._finish(method, False)
+                raise
+        self._acks = []
         if not ok:  # a dead store owner or worker may be why: start fresh next run
             self._kill(self.workers + self.stores)
             self.workers, self.stores, self._llm_factory = [], [], None

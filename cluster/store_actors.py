@@ -67,6 +67,16 @@ class StoreOwner:
             save_method_state(self.method, state_dir(Path(staging), self.shard))
         return {"skipped": False, "apply_s": t1 - t0, "save_s": time.perf_counter() - t1}
 
+    def apply_shares(self, round_index: int, staging: str | None, *shares) -> dict[str, Any]:
+        """:meth:`apply` of a round given as the workers' share results ``(results, stats)``, in any order.
+
+        The driver passes the shares' ObjectRefs as they came back from the workers,
+        so the results go from the object store to every store owner without being
+        serialized again; they are put in episode-id order here.
+        """
+        results = sorted((r for share in shares for r in share[0]), key=lambda r: r.episode_id)
+        return self.apply(round_index, results, staging)
+
     def export(self):
         """The shard's method, pickled back to the driver at the end of a run (then forgotten)."""
         method, self.method = self.method, None

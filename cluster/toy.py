@@ -25,6 +25,7 @@ from typing import Sequence
 
 import numpy as np
 
+from engine.errors import StoreError
 from engine.llm.base import Completion, Request, Response
 from engine.rounds import Episode, EpisodeResult
 
@@ -80,8 +81,9 @@ class ToyMethod:
     """Counting/learning toy method over a NumPy experience table (see the module docstring)."""
 
     def __init__(self, n_subtrees: int = 8, nodes_per_subtree: int = 4, decay: float = 0.8, samples: int = 2,
-                 name: str = "toy", think_s: float = 0.0, crash_on: int = -1):
+                 name: str = "toy", think_s: float = 0.0, crash_on: int = -1, refuse_on: int = -1):
         self.name = name
+        self.refuse_on = refuse_on  # episode id whose update ``apply`` refuses with StoreError (fault tests)
         self.think_s = think_s  # seconds slept per run_episodes call (lets a test kill a worker mid-share)
         self.crash_on = crash_on  # episode id whose share kills the worker process (fault tests)
         self.n_subtrees = n_subtrees
@@ -129,6 +131,8 @@ class ToyMethod:
         return out
 
     def apply(self, results: Sequence[EpisodeResult]) -> None:
+        if any(r.episode_id == self.refuse_on for r in results):
+            raise StoreError(f"toy store refuses the update of episode {self.refuse_on}")
         ids, score, hits = self.table["node_id"], self.table["score"], self.table["hits"]
         rows = []
         for r in results:
@@ -157,7 +161,7 @@ class ToyMethod:
         for k in range(count):
             keep = self.table["subtree"] % count == k
             shard = ToyMethod(self.n_subtrees, self.nodes_per_subtree, self.decay, self.samples, self.name,
-                              self.think_s, self.crash_on)
+                              self.think_s, self.crash_on, self.refuse_on)
             shard.table = {c: v[keep].copy() for c, v in self.table.items()}
             shard.ledger = self.ledger[np.isin(self.ledger[:, 1], shard.table["node_id"])]
             shards.append(shard)

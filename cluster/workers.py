@@ -112,6 +112,10 @@ class EpisodePool:
 
     def get_next_unordered(self, timeout: float | None = None) -> Any:
         """The next result to finish, resubmitting shares whose actor died on the way."""
+        return self.get_next_with_ref(timeout)[1]
+
+    def get_next_with_ref(self, timeout: float | None = None) -> tuple[Any, Any]:
+        """``(ObjectRef, result)`` of the next share to finish: the ref can be handed on (zero-copy)."""
         while True:
             if not self._future_to_task:
                 raise BackendError("every episode worker died; no worker left to run the pending shares")
@@ -137,7 +141,7 @@ class EpisodePool:
                 continue
             self._idle.append(i)
             self._resubmit_pending()
-            return result
+            return future, result
 
     def _resubmit_pending(self) -> None:
         while self._pending and self._idle:

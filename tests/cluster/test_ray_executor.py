@@ -216,3 +216,17 @@ def test_pool_hands_a_rounds_shares_to_workers_in_index_order():
         pool.submit(lambda actor, value: calls.append((actor, value)) or f"ref-{value}", share)
     assert calls == [("w0", "s0"), ("w1", "s1"), ("w2", "s2")]  # s3 waits for the first idle worker
     assert pool.has_next() and pool._pending and pool._pending[0][1] == "s3"
+
+
+def test_a_refused_apply_fails_the_run_even_when_no_checkpoint_waits_for_it(two_workers):
+    # Without a checkpoint the driver does not wait for the store owners' acknowledgements (the next
+    # round's snapshot queues behind the apply); a refused apply must still fail the run.
+    from engine.errors import StoreError
+
+    ex = RayExecutor(workers=1, num_cpus_per_worker=0.5)
+    for refuse_on in (5, 19):  # a middle round, and the last round (caught before the owners' state is taken)
+        m = ToyMethod(refuse_on=refuse_on)
+        with pytest.raises(StoreError, match=f"refuses the update of episode {refuse_on}"):
+            ex.run(m, EPISODES, ToyLLMFactory(), ROUND)
+        assert len(m.ledger) == 0  # the driver's method took nothing from the failed run
+        assert not ex.workers and not ex.stores
