@@ -42,7 +42,8 @@ from engine.errors import ConfigError
 from engine.forecast import prompts
 from engine.forecast.agent import ForecastAgent
 from engine.forecast.data import FutureXItem, parse_time
-from engine.forecast.evolution import Evolution, ExperienceBank, Runner, ValidationMetric
+from engine.forecast.evolution import Evolution, ExperienceBank, Runner
+from engine.forecast.validation_metric import ValidationMetric
 from engine.forecast.experiment import make_llm
 from engine.forecast.futurex_config import (
     EXAMPLE, MEMORY_METHODS, FutureXConfig, load_futurex_config, load_memory_baselines_config,
