@@ -22,7 +22,6 @@ row it produces is labelled ``simulated``.
 from __future__ import annotations
 
 import json
-import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -37,20 +36,9 @@ from engine.forecast.evidence_memory import ROW_NAMES
 from engine.forecast.memory_baselines import MemoryBaselineRunner
 from engine.forecast.memtools import ProceduralStore
 from engine.forecast.metrics import Row, format_table, reference_rows, score
+from engine.forecast.run_support import RunWorkspace, close_llm, make_llm, model_tag
 from engine.forecast.search import corpus_from_questions
 from engine.forecast.seed_tools import DEFAULT_GUIDE, seed_tool_sources
-from engine.forecast.simulated import SimulatedForecastBackend
-from engine.llm.base import MeteredBackend
-from engine.llm.config import load_llm_config
-
-
-def make_llm(config: dict):
-    llm_cfg = load_llm_config(config.get("llm"))
-    if llm_cfg.backend == "simulated":
-        return MeteredBackend(SimulatedForecastBackend(seed=llm_cfg.seed)), True
-    from engine.llm.factory import make_backend
-
-    return MeteredBackend(make_backend(llm_cfg)), False
 
 
 def _data_path(cfg: ForecastConfig) -> Path:
@@ -93,17 +81,11 @@ def run(config: dict, options) -> int:
                   "evolution pool); model rows skipped."]
     else:
         llm, simulated = make_llm(config)
-        tag = " [simulated]" if simulated else f" [{llm.name}:{llm.model.rsplit('/', 1)[-1]}]"
+        tag = model_tag(llm, simulated)
         embedder = embedder_from_table(config.get("embed"))
         search = corpus_from_questions(questions, embedder)
-        tmp = None
-        if cfg.run.workspace:
-            ws = Path(cfg.run.workspace)
-        elif out is not None:
-            ws = out / "workspace"
-        else:
-            tmp = tempfile.TemporaryDirectory(prefix="foredreamer-")
-            ws = Path(tmp.name)
+        workspace = RunWorkspace(cfg.run.workspace, out, "foredreamer-")
+        ws = workspace.path
         try:
             store = runner = seed_gid = None
             if any(m not in ROW_NAMES for m in cfg.run.methods):  # the memory baselines need no MemGuide store
@@ -149,11 +131,8 @@ def run(config: dict, options) -> int:
             summary["details"] = details
             summary["usage"] = to_dict(llm.meter.total)
         finally:
-            close = getattr(getattr(llm, "backend", None), "close", None)
-            if close:
-                close()
-            if tmp is not None:
-                tmp.cleanup()
+            close_llm(llm)
+            workspace.cleanup()
         ref_eval = reference_rows(evaluated)
         table = ref_eval + rows
         lines += ["", f"## Model rows on {len(evaluated)} held-out questions (first {cfg.run.max_questions or 'all'} "

@@ -30,7 +30,6 @@ Formats and scoring: :mod:`engine.forecast.futurex_tasks` (items),
 from __future__ import annotations
 
 import json
-import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -44,7 +43,6 @@ from engine.forecast.agent import ForecastAgent
 from engine.forecast.data import FutureXItem, parse_time
 from engine.forecast.evolution import Evolution, ExperienceBank, Runner
 from engine.forecast.validation_metric import ValidationMetric
-from engine.forecast.experiment import make_llm
 from engine.forecast.futurex_config import (
     EXAMPLE, MEMORY_METHODS, FutureXConfig, load_futurex_config, load_memory_baselines_config,
 )
@@ -52,6 +50,7 @@ from engine.forecast.futurex_corpus import FutureXCorpus, load_futurex_documents
 from engine.forecast.futurex_metrics import AccuracyRow, accuracy_row, format_accuracy_table, reference_rows
 from engine.forecast.futurex_tasks import EXAMPLE_DOCS, EXAMPLE_ITEMS, futurex_split, is_correct, load_futurex_tasks
 from engine.forecast.memtools import ProceduralStore
+from engine.forecast.run_support import RunWorkspace, close_llm, make_llm, model_tag
 from engine.forecast.search import SearchProvider, SearchResult
 from engine.forecast.seed_tools import DEFAULT_GUIDE, seed_tool_sources
 
@@ -197,7 +196,7 @@ def run(config: dict, options) -> int:
                                                                         "eval": [t.qid for t in ev]},
                      "evaluated": [t.qid for t in evaluated], "reference_all": [to_dict(r) for r in ref_all]}
     llm, simulated = make_llm(config)
-    tag = " [simulated]" if simulated else f" [{llm.name}:{llm.model.rsplit('/', 1)[-1]}]"
+    tag = model_tag(llm, simulated)
     embedder = embedder_from_table(config.get("embed"))
     corpus = load_futurex_documents(docs_path, embedder) if docs_path else FutureXCorpus()
     if cfg.data.search_provider:
@@ -206,14 +205,8 @@ def run(config: dict, options) -> int:
     rows: list[AccuracyRow] = []
     details: dict = {}
     late = 0
-    tmp = None
-    if cfg.run.workspace:
-        ws = Path(cfg.run.workspace)
-    elif out is not None:
-        ws = out / "workspace"
-    else:
-        tmp = tempfile.TemporaryDirectory(prefix="futurex-")
-        ws = Path(tmp.name)
+    workspace = RunWorkspace(cfg.run.workspace, out, "futurex-")
+    ws = workspace.path
     try:
         store = seed_gid = None
         if "foredreamer" in cfg.run.methods:  # only ForeDreamer runs MemTools (sandboxed)
@@ -250,11 +243,8 @@ def run(config: dict, options) -> int:
             details[method] = _details(eps, metric)
         summary["usage"] = to_dict(llm.meter.total)
     finally:
-        close = getattr(getattr(llm, "backend", None), "close", None)
-        if close:
-            close()
-        if tmp is not None:
-            tmp.cleanup()
+        close_llm(llm)
+        workspace.cleanup()
     table = reference_rows(evaluated, rel) + rows
     lines += ["", f"## Model rows on {len(evaluated)} evaluation items, with the reference rows on the same items", ""]
     if simulated:
