@@ -21,7 +21,6 @@ row it produces is labelled ``simulated``.
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -36,7 +35,7 @@ from engine.forecast.evidence_memory import ROW_NAMES
 from engine.forecast.memory_baselines import MemoryBaselineRunner
 from engine.forecast.memtools import ProceduralStore
 from engine.forecast.metrics import Row, format_table, reference_rows, score
-from engine.forecast.run_support import RunWorkspace, close_llm, make_llm, model_tag
+from engine.forecast.run_support import RunWorkspace, close_llm, make_llm, model_tag, write_outputs
 from engine.forecast.search import corpus_from_questions
 from engine.forecast.seed_tools import DEFAULT_GUIDE, seed_tool_sources
 
@@ -148,12 +147,7 @@ def run(config: dict, options) -> int:
             lines += ["", "Memory baselines (evidence):"] + [f"- {n}" for n in notes]
         summary["rows"] = [to_dict(r) for r in table]
     lines += ["", f"Wall time: {time.perf_counter() - t0:.1f} s"]
-    text = "\n".join(lines)
-    print(text)
-    if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "table.md").write_text(text + "\n", encoding="utf-8")
-        (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str), encoding="utf-8")
+    write_outputs("\n".join(lines), summary, out)
     return 0
 
 

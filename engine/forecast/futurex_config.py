@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from engine.config import check, from_dict
 from engine.errors import ConfigError
 from engine.forecast.agent import AgentConfig
+from engine.forecast.config import SubagentConfig
 from engine.forecast.evolution import EvolutionConfig
 from engine.forecast.sandbox import SandboxLimits
 
@@ -64,21 +65,11 @@ class FutureXRunConfig:
 
 
 @dataclass(frozen=True)
-class FutureXSubagentConfig:
-    mode: str = "llm"  # "llm": the model drives the MemTools; "pipeline": the guide's tools in order, no LLM
-    max_steps: int = 4
-
-    def __post_init__(self):
-        check(self.mode in ("llm", "pipeline"), f"subagent.mode must be 'llm' or 'pipeline', got {self.mode!r}")
-        check(self.max_steps >= 1, f"subagent.max_steps must be >= 1, got {self.max_steps}")
-
-
-@dataclass(frozen=True)
 class FutureXConfig:
     data: FutureXDataConfig
     run: FutureXRunConfig = field(default_factory=FutureXRunConfig)
     agent: AgentConfig = field(default_factory=AgentConfig)
-    subagent: FutureXSubagentConfig = field(default_factory=FutureXSubagentConfig)
+    subagent: SubagentConfig = field(default_factory=SubagentConfig)
     sandbox: SandboxLimits = field(default_factory=SandboxLimits)
     evolution: EvolutionConfig = field(default_factory=EvolutionConfig)
 

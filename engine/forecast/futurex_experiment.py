@@ -50,7 +50,7 @@ from engine.forecast.futurex_corpus import FutureXCorpus, load_futurex_documents
 from engine.forecast.futurex_metrics import AccuracyRow, accuracy_row, format_accuracy_table, reference_rows
 from engine.forecast.futurex_tasks import EXAMPLE_DOCS, EXAMPLE_ITEMS, futurex_split, is_correct, load_futurex_tasks
 from engine.forecast.memtools import ProceduralStore
-from engine.forecast.run_support import RunWorkspace, close_llm, make_llm, model_tag
+from engine.forecast.run_support import RunWorkspace, close_llm, make_llm, model_tag, write_outputs
 from engine.forecast.search import SearchProvider, SearchResult
 from engine.forecast.seed_tools import DEFAULT_GUIDE, seed_tool_sources
 
@@ -255,12 +255,7 @@ def run(config: dict, options) -> int:
               f"Search items after their question's cutoff: {late}", f"LLM usage: {summary['usage']}",
               "", f"Wall time: {time.perf_counter() - t0:.1f} s"]
     summary.update(rows=[to_dict(r) for r in table], details=details, late_items=late)
-    text = "\n".join(lines)
-    print(text)
-    if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "table.md").write_text(text + "\n", encoding="utf-8")
-        (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str), encoding="utf-8")
+    write_outputs("\n".join(lines), summary, out)
     return 0
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import tempfile
 from pathlib import Path
 
@@ -48,3 +49,12 @@ class RunWorkspace:
     def cleanup(self) -> None:
         if self._tmp is not None:
             self._tmp.cleanup()
+
+
+def write_outputs(text: str, summary: dict, out: Path | None) -> None:
+    """Print the run's tables; with ``--out``, also write ``table.md`` and ``summary.json`` there."""
+    print(text)
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "table.md").write_text(text + "\n", encoding="utf-8")
+        (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str), encoding="utf-8")
