@@ -20,14 +20,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from engine.config import check, from_dict
-from engine.forecast.agent import AgentConfig
+from engine.forecast.agent import MODES, AgentConfig
 from engine.forecast.evolution import EvolutionConfig
 from engine.forecast.evidence_memory import MemoryBaselinesConfig
 from engine.forecast.sandbox import SandboxLimits
 
 # foredreamer / full_text / rag, then the memory baselines applied to the retrieved evidence
 # (engine.forecast.memory_baselines; rows "Mem0 (evidence)", "MemRL (evidence)", "ReMe (evidence)", "FLEX (evidence)")
-METHODS = ("foredreamer", "full_text", "rag", "mem0", "memrl", "reme", "flex")
+METHODS = MODES  # every agent mode is a method row
 
 
 @dataclass(frozen=True)

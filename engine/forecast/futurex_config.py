@@ -24,12 +24,10 @@ from dataclasses import dataclass, field
 from engine.config import check, from_dict
 from engine.errors import ConfigError
 from engine.forecast.agent import AgentConfig
-from engine.forecast.config import SubagentConfig
+from engine.forecast.config import RunConfig, SubagentConfig
 from engine.forecast.evolution import EvolutionConfig
 from engine.forecast.sandbox import SandboxLimits
 
-MEMORY_METHODS = ("mem0", "memrl", "reme", "flex")  # memory baselines on the retrieved evidence (engine.forecast.memory_baselines)
-METHODS = ("foredreamer", "full_text", "rag") + MEMORY_METHODS
 EXAMPLE = "example"  # data.path / data.documents value naming the files shipped in engine/data
 
 
@@ -51,17 +49,10 @@ class FutureXDataConfig:
 
 
 @dataclass(frozen=True)
-class FutureXRunConfig:
-    methods: tuple[str, ...] = ("foredreamer",)
-    max_questions: int = 0  # evaluation questions for the model rows (0 = all)
-    evolve: bool = False
-    workspace: str = ""  # "" = <out>/workspace or a temporary folder
+class FutureXRunConfig(RunConfig):
+    """``[run]`` as for Prophet Arena (:class:`engine.forecast.config.RunConfig`), but every evaluation item by default."""
 
-    def __post_init__(self):
-        bad = [m for m in self.methods if m not in METHODS]
-        check(not bad and bool(self.methods),
-              f"run.methods must be a non-empty subset of {list(METHODS)}, got {list(self.methods)}")
-        check(self.max_questions >= 0, f"run.max_questions must be >= 0, got {self.max_questions}")
+    max_questions: int = 0
 
 
 @dataclass(frozen=True)

@@ -39,12 +39,12 @@ from engine.config import to_dict
 from engine.embed import embedder_from_table
 from engine.errors import ConfigError
 from engine.forecast import prompts
-from engine.forecast.agent import ForecastAgent
+from engine.forecast.agent import MEMORY_MODES, ForecastAgent
 from engine.forecast.data import FutureXItem, parse_time
 from engine.forecast.evolution import Evolution, ExperienceBank, Runner
 from engine.forecast.validation_metric import ValidationMetric
 from engine.forecast.futurex_config import (
-    EXAMPLE, MEMORY_METHODS, FutureXConfig, load_futurex_config, load_memory_baselines_config,
+    EXAMPLE, FutureXConfig, load_futurex_config, load_memory_baselines_config,
 )
 from engine.forecast.futurex_corpus import FutureXCorpus, load_futurex_documents
 from engine.forecast.futurex_metrics import AccuracyRow, accuracy_row, format_accuracy_table, reference_rows
@@ -170,7 +170,7 @@ NAMES = {"foredreamer": "ForeDreamer (seed guide, empty bank)", "full_text": "Fu
 def run(config: dict, options) -> int:
     cfg: FutureXConfig = load_futurex_config(config)
     mb_cfg = (load_memory_baselines_config(config)
-              if ("memory_baselines" in config or any(m in MEMORY_METHODS for m in cfg.run.methods)) else None)
+              if ("memory_baselines" in config or any(m in MEMORY_MODES for m in cfg.run.methods)) else None)
     items_path = _resolve(cfg.data.path, "data.path", EXAMPLE_ITEMS)
     tasks = load_futurex_tasks(items_path)
     docs_path = _resolve(cfg.data.documents, "data.documents", EXAMPLE_DOCS) if cfg.data.documents else None
@@ -213,7 +213,7 @@ def run(config: dict, options) -> int:
             store = ProceduralStore(ws / "procedural", cfg.sandbox)
             seed_gid = store.seed(seed_tool_sources(), DEFAULT_GUIDE)
         for method in cfg.run.methods:
-            if method in MEMORY_METHODS:
+            if method in MEMORY_MODES:
                 from engine.forecast.evidence_memory import ROW_NAMES
                 from engine.forecast.memory_baselines import MemoryBaselineRunner
 
