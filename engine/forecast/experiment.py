@@ -35,6 +35,7 @@ from engine.forecast.evidence_memory import ROW_NAMES
 from engine.forecast.memory_baselines import MemoryBaselineRunner
 from engine.forecast.memtools import ProceduralStore
 from engine.forecast.metrics import Row, format_table, reference_rows, score
+from engine.forecast.sandbox import preflight
 from engine.forecast.run_support import RunWorkspace, close_llm, make_llm, model_tag, write_outputs
 from engine.forecast.search import corpus_from_questions
 from engine.forecast.seed_tools import DEFAULT_GUIDE, seed_tool_sources
@@ -79,6 +80,10 @@ def run(config: dict, options) -> int:
         lines += ["", "No held-out evaluation questions in the selected categories (every question is in the "
                   "evolution pool); model rows skipped."]
     else:
+        if any(m not in ROW_NAMES for m in cfg.run.methods):  # MemTools run: the sandbox must work first
+            summary["sandbox"] = preflight(cfg.sandbox)
+            lines += ["", "MemTool sandbox: " + "; ".join(f"{k.replace('_', ' ')}: {v}"
+                                                          for k, v in summary["sandbox"].items())]
         llm, simulated = make_llm(config)
         tag = model_tag(llm, simulated)
         embedder = embedder_from_table(config.get("embed"))

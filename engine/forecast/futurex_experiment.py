@@ -195,6 +195,12 @@ def run(config: dict, options) -> int:
     summary: dict = {"config": config, "n_items": len(tasks), "split": {"evo": [t.qid for t in evo],
                                                                         "eval": [t.qid for t in ev]},
                      "evaluated": [t.qid for t in evaluated], "reference_all": [to_dict(r) for r in ref_all]}
+    if "foredreamer" in cfg.run.methods:  # MemTools run: the sandbox must work before any LLM call
+        from engine.forecast.sandbox import preflight
+
+        summary["sandbox"] = preflight(cfg.sandbox)
+        lines += ["", "MemTool sandbox: " + "; ".join(f"{k.replace('_', ' ')}: {v}"
+                                                      for k, v in summary["sandbox"].items())]
     llm, simulated = make_llm(config)
     tag = model_tag(llm, simulated)
     embedder = embedder_from_table(config.get("embed"))

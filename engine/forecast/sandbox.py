@@ -1,50 +1,92 @@
-"""Controlled MemTool execution (paper B.7) under bubblewrap.
+"""Controlled MemTool execution (paper B.7) under bubblewrap, hostile-code safe even when the engine is root.
 
-Every call is one subprocess: ``bwrap`` with all namespaces unshared (no
-network: ``--unshare-all`` includes ``--unshare-net``), a root made only of
-read-only binds of the system (``/usr`` and its ``/lib*``/``/bin`` links) and
-the Python runtime (``sys.base_prefix``), the tool file and the runner
-read-only under ``/memtool``, the item folder as the only writable host path
-(mounted at ``/item``), and a private tmpfs ``/tmp``. No ``/etc``, no
-``/home``, no ``/work``: paths outside these do not exist inside. Limits: wall
-time (the process is killed), address space and CPU seconds (``setrlimit``),
-the size of any file written (``RLIMIT_FSIZE``) and the bytes of stdout/stderr
-read back (the process is killed when it floods). Python runs isolated
-(``-I -S``): the standard library only.
+Every call is one ``bwrap`` process; the threat model and which mechanism stops
+what are in ``docs/forecast.md`` ("MemTool sandbox"). In short:
 
-``bwrap`` comes from Debian's ``bubblewrap`` package (CI: scripts/setup.sh).
+* **No privileges inside.** When the engine runs as root, ``bwrap`` itself is
+  started as an unprivileged id (``sandbox_uid``, default 65534 "nobody",
+  through ``Popen(user=, group=, extra_groups=[])``), so the sandbox is a user
+  namespace mapped to a non-root id outside too; inside it runs as 65534:65534
+  with every capability dropped (``--cap-drop ALL``), ``no_new_privs`` (set by
+  bwrap), a new session, nested user namespaces disabled, and it dies with its
+  parent (``--die-with-parent``; a private pid namespace takes every child with it).
+* **Filesystem.** The root is bwrap's tmpfs remounted read-only, with
+  read-only binds of ``/usr`` (and its ``/lib*``/``/bin`` links) and the
+  interpreter's prefix; a fresh ``/proc`` of the sandbox's own pid namespace;
+  ``/dev`` holds only null, zero, random and urandom. The tool and the runner
+  are *copies* (``--ro-bind-data`` from memfds): the published tool file is
+  never mounted. The item folder is a private tmpfs of ``max_item_mb`` (the
+  only writable path; ``HOME`` and ``TMPDIR`` point there): the engine copies
+  the item's regular files in (``raw_data.json`` read-only), and after a
+  successful call copies back only the regular, singly-linked files the tool
+  left there (``item_files``). Symlinks, hard links, FIFOs and devices are
+  refused with the reason in the call log; no host path is ever writable, so
+  a tool cannot fill the host disk, and a tool that fills its tmpfs is
+  reported as ``disk_quota`` and nothing it wrote is kept.
+* **Resources.** ``prlimit`` on bwrap: address space, CPU seconds, size of any
+  one file, open files, no core files; the runner lowers ``RLIMIT_NPROC``
+  before loading the tool (the kernel counts it per user namespace, so it
+  bounds this sandbox's processes and threads); the engine kills the sandbox
+  on its wall time and when stdout/stderr or the result exceed their caps.
+* **System calls.** A seccomp filter (``sandbox_filter``) through
+  ``--seccomp FD`` where libseccomp is available; otherwise the run's log says
+  that none is loaded (``sandbox_report``), or the run fails if
+  ``require_filter = true``.
+* **Network.** ``--unshare-all`` gives a private network namespace with a
+  down loopback: neither the internet nor the host's 127.0.0.1 is reachable.
+
+There is no unsandboxed fallback: :func:`require_sandbox` raises before any
+LLM call when bwrap cannot start here. ``bwrap`` comes from Debian's
+``bubblewrap`` package (scripts/setup.sh installs it).
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import os
 import resource
 import shutil
+import stat
 import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from engine.config import check
 from engine.errors import ConfigError
+from engine.forecast import item_files
+from engine.forecast.sandbox_filter import build_filter
 
 RUNNER = Path(__file__).with_name("_memtool_runner.py")
-MARKER = "<<<MEMTOOL_RESULT>>>"
 ITEM_MOUNT = "/item"
+INPUT_FILES = ("raw_data.json",)  # engine-written inputs: read-only inside the sandbox, never copied back
+SANDBOX_DEVICES = ("null", "zero", "random", "urandom")
+_QUOTA = "the tool filled its item folder ({} MB, sandbox.max_item_mb); nothing it wrote is kept"
+
+
+class SandboxUnavailable(ConfigError):
+    """bubblewrap cannot start an isolated, unprivileged process on this machine; MemTools cannot run."""
 
 
 @dataclass(frozen=True)
 class SandboxLimits:
-    """Per-call budget of a MemTool (``[forecast.sandbox]``)."""
+    """Per-call budget and identity of a MemTool (``[sandbox]``)."""
 
     timeout_s: float = 10.0
-    memory_mb: int = 512
-    cpu_s: int = 10
+    memory_mb: int = 512  # RLIMIT_AS
+    cpu_s: int = 10  # RLIMIT_CPU
     max_output_bytes: int = 200_000  # stdout + stderr read back
-    max_file_mb: int = 16  # largest file the tool may write
+    max_file_mb: int = 16  # RLIMIT_FSIZE: the largest file the tool may write
+    max_item_mb: int = 32  # the item folder's tmpfs: every byte the tool writes
+    max_processes: int = 32  # RLIMIT_NPROC inside the sandbox's user namespace (processes + threads)
+    max_open_files: int = 64  # RLIMIT_NOFILE
+    sandbox_uid: int = 65534  # the id bwrap runs as when the engine is root (and the id inside)
+    python: str = ""  # interpreter inside; "" = the engine's base interpreter if the sandbox id can read it, else /usr/bin/python3
+    require_filter: bool = False  # fail instead of running without a system-call filter
 
     def __post_init__(self):
         check(self.timeout_s > 0, f"sandbox.timeout_s must be > 0, got {self.timeout_s}")
@@ -52,17 +94,34 @@ class SandboxLimits:
         check(self.cpu_s >= 1, f"sandbox.cpu_s must be >= 1, got {self.cpu_s}")
         check(self.max_output_bytes >= 1024, f"sandbox.max_output_bytes must be >= 1024, got {self.max_output_bytes}")
         check(self.max_file_mb >= 1, f"sandbox.max_file_mb must be >= 1, got {self.max_file_mb}")
+        check(self.max_item_mb >= 1, f"sandbox.max_item_mb must be >= 1, got {self.max_item_mb}")
+        check(self.max_processes >= 4, f"sandbox.max_processes must be >= 4, got {self.max_processes}")
+        check(self.max_open_files >= 16, f"sandbox.max_open_files must be >= 16, got {self.max_open_files}")
+        check(0 < self.sandbox_uid < 2**31, f"sandbox.sandbox_uid must be a non-root id, got {self.sandbox_uid}")
+
+    @property
+    def item_bytes(self) -> int:
+        return self.max_item_mb << 20
+
+    @property
+    def file_bytes(self) -> int:
+        return min(self.max_file_mb, self.max_item_mb) << 20
 
 
 @dataclass(frozen=True)
 class SandboxResult:
-    """What one sandboxed call produced. ``status``: ok | error | timeout | output_limit | crashed."""
+    """What one sandboxed call produced.
+
+    ``status``: ok | error | timeout | output_limit | disk_quota | crashed. ``refused`` maps an entry the
+    tool left in its item folder to why it was not copied back (symlink, FIFO, hard link, ...).
+    """
 
     status: str
     result: str = ""
     error: str = ""
     payload: dict | None = None
     wall_s: float = 0.0
+    refused: dict = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -72,135 +131,294 @@ class SandboxResult:
 def bwrap_path() -> str:
     path = shutil.which("bwrap")
     if path is None:
-        raise ConfigError("bubblewrap (bwrap) is not installed; install the Debian package 'bubblewrap' "
-                          "(apt-get install -y bubblewrap) to run MemTools")
+        raise SandboxUnavailable("bubblewrap (bwrap) is not installed; install the Debian package 'bubblewrap' "
+                                 "(apt-get install -y bubblewrap) to run MemTools")
     return path
 
 
-def _system_binds() -> list[str]:
+def _drops_privileges() -> bool:
+    return os.geteuid() == 0
+
+
+def _readable_by_other(path: str) -> bool:
+    """Whether an unrelated unprivileged id can reach ``path`` (x on every folder above, r on the file)."""
+    p = Path(path)
+    try:
+        for parent in reversed(p.parents):
+            if not os.stat(parent).st_mode & stat.S_IXOTH:
+                return False
+        return bool(os.stat(p).st_mode & stat.S_IROTH)
+    except OSError:
+        return False
+
+
+def _base_interpreter() -> str:
+    exe = os.path.realpath(sys.executable)
+    base = os.path.realpath(sys.base_prefix)
+    if exe.startswith(base + os.sep) or exe.startswith("/usr/"):
+        return exe
+    return str(Path(base) / "bin" / f"python{sys.version_info.major}.{sys.version_info.minor}")
+
+
+def python_executable(limits: SandboxLimits | None = None) -> str:
+    """The interpreter the sandbox runs: ``sandbox.python``, else the base interpreter, else /usr/bin/python3."""
+    limits = limits or SandboxLimits()
+    if limits.python:
+        exe = os.path.realpath(limits.python)
+        if not os.path.isfile(exe):
+            raise SandboxUnavailable(f"sandbox.python {limits.python!r} is not a file")
+        return exe
+    base = _base_interpreter()
+    if not _drops_privileges() or _readable_by_other(base):
+        return base
+    for cand in (f"/usr/bin/python{sys.version_info.major}.{sys.version_info.minor}", "/usr/bin/python3"):
+        if os.path.isfile(cand):
+            return os.path.realpath(cand)
+    raise SandboxUnavailable(f"the engine's interpreter {base!r} is not readable by the sandbox id and there is no "
+                             f"/usr/bin/python3; set sandbox.python to an interpreter every user can read")
+
+
+def _system_binds(python: str) -> list[str]:
     args = ["--ro-bind", "/usr", "/usr"]
     for p in ("/lib", "/lib64", "/lib32", "/bin", "/sbin"):
         if os.path.islink(p):
             args += ["--symlink", os.readlink(p), p]
         elif os.path.isdir(p):
             args += ["--ro-bind", p, p]
-    prefix = os.path.realpath(sys.base_prefix)
-    if not prefix.startswith("/usr/"):
+    if not python.startswith("/usr/"):
+        prefix = str(Path(python).parents[1])  # <prefix>/bin/pythonX.Y
         args += ["--ro-bind", prefix, prefix]
     return args
 
 
-def python_executable() -> str:
-    """The base interpreter (not the venv's), which lives under sys.base_prefix."""
-    exe = os.path.realpath(sys.executable)
-    base = os.path.realpath(sys.base_prefix)
-    if exe.startswith(base + os.sep) or exe.startswith("/usr/"):
-        return exe
-    cand = Path(base) / "bin" / f"python{sys.version_info.major}.{sys.version_info.minor}"
-    return str(cand)
+def _memfd(name: str, data: bytes) -> int:
+    fd = os.memfd_create(name, 0)
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
 
 
-def build_command(tool_file: Path, item_dir: Path) -> list[str]:
-    return [
-        bwrap_path(), "--unshare-all", "--die-with-parent", "--new-session", "--clearenv",
-        "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "HOME", "/tmp", "--setenv", "LANG", "C.UTF-8",
-        "--setenv", "PYTHONIOENCODING", "utf-8",
-        *_system_binds(),
-        "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
-        "--ro-bind", str(tool_file), "/memtool/tool.py", "--ro-bind", str(RUNNER), "/memtool/runner.py",
-        "--bind", str(item_dir), ITEM_MOUNT, "--chdir", ITEM_MOUNT,
-        python_executable(), "-I", "-S", "-B", "/memtool/runner.py",
+def build_command(python: str, limits: SandboxLimits, fds: dict, inputs: dict[str, int],
+                  outputs: dict[str, int]) -> list[str]:
+    """The bwrap command line; ``fds``: tool, runner, seccomp (or None); ``inputs``/``outputs``: name -> memfd."""
+    uid = str(limits.sandbox_uid)
+    cmd = [
+        bwrap_path(), "--unshare-all", "--unshare-user", "--disable-userns", "--uid", uid, "--gid", uid,
+        "--cap-drop", "ALL", "--die-with-parent", "--new-session", "--clearenv",
+        "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "HOME", ITEM_MOUNT, "--setenv", "TMPDIR", ITEM_MOUNT,
+        "--setenv", "LANG", "C.UTF-8", "--setenv", "PYTHONIOENCODING", "utf-8",
     ]
+    if fds.get("seccomp") is not None:
+        cmd += ["--seccomp", str(fds["seccomp"])]
+    cmd += _system_binds(python)
+    cmd += ["--proc", "/proc", "--dir", "/dev"]
+    for dev in SANDBOX_DEVICES:
+        cmd += ["--dev-bind", f"/dev/{dev}", f"/dev/{dev}"]
+    cmd += ["--perms", "0777", "--size", str(limits.item_bytes), "--tmpfs", ITEM_MOUNT]
+    for name, fd in inputs.items():
+        cmd += ["--ro-bind-data", str(fd), f"{ITEM_MOUNT}/{name}"]
+    for name, fd in outputs.items():  # earlier calls' outputs: writable copies
+        cmd += ["--perms", "0666", "--file", str(fd), f"{ITEM_MOUNT}/{name}"]
+    cmd += ["--ro-bind-data", str(fds["tool"]), "/memtool/tool.py", "--ro-bind-data", str(fds["runner"]),
+            "/memtool/runner.py", "--remount-ro", "/", "--chdir", ITEM_MOUNT,
+            python, "-I", "-S", "-B", "/memtool/runner.py"]
+    return cmd
 
 
-def _limits(limits: SandboxLimits):
-    mem = limits.memory_mb * 1024 * 1024
-    fsize = limits.max_file_mb * 1024 * 1024
+def _rlimit_args(limits: SandboxLimits) -> list[str]:
+    prlimit = shutil.which("prlimit")
+    if prlimit is None:
+        return []
+    return [prlimit, f"--as={limits.memory_mb << 20}", f"--cpu={limits.cpu_s}", f"--fsize={limits.file_bytes}",
+            f"--nofile={limits.max_open_files}", "--core=0", "--"]
 
-    def apply():  # runs in the child between fork and exec
-        resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
-        resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_s, limits.cpu_s + 1))
-        resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
+
+def _preexec(limits: SandboxLimits):  # only where util-linux's prlimit is missing
+    def apply():
+        resource.setrlimit(resource.RLIMIT_AS, (limits.memory_mb << 20,) * 2)
+        resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_s, limits.cpu_s))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_bytes,) * 2)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (limits.max_open_files,) * 2)
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
     return apply
 
 
+class _Pump(threading.Thread):
+    """Reads one pipe into memory up to ``cap`` bytes; past that it kills the sandbox."""
+
+    def __init__(self, stream, cap: int, on_flood):
+        super().__init__(daemon=True)
+        self.stream, self.cap, self.on_flood = stream, cap, on_flood
+        self.buf = bytearray()
+        self.flooded = False
+
+    def run(self):
+        while chunk := self.stream.read(65536):
+            if len(self.buf) + len(chunk) > self.cap:
+                self.flooded = True
+                self.on_flood()
+                return
+            self.buf += chunk
+
+
+def _item_inputs(item_dir: Path, limits: SandboxLimits) -> tuple[dict[str, bytes], dict[str, bytes]]:
+    """The host item folder's files: (read-only inputs, writable earlier outputs), each read safely."""
+    names, refused = item_files.list_item_files(item_dir)
+    if refused:
+        name, why = next(iter(refused.items()))
+        raise item_files.UnsafeItemFile(f"item folder {str(item_dir)!r}: entry {name!r} is {why}")
+    inputs, outputs = {}, {}
+    for name in sorted(names):
+        data = item_files.read_item_file(item_dir, name, limits.item_bytes)
+        (inputs if name in INPUT_FILES else outputs)[name] = data
+    return inputs, outputs
+
+
+def _copy_back(item_dir: Path, before: set[str], payload: dict, limits: SandboxLimits) -> tuple[str, dict]:
+    """Validate the files the runner returned and mirror them into the host item folder.
+
+    Returns ("", refused) or (why the whole result is discarded, refused). Nothing is written on a discard.
+    """
+    files, refused = payload.get("files") or {}, dict(payload.get("refused") or {})
+    if not isinstance(files, dict) or not isinstance(refused, dict):
+        return "the result's file list is malformed", {}
+    decoded, total = {}, 0
+    for name, b64 in files.items():
+        try:
+            item_files.check_name(name)
+            if name in INPUT_FILES:
+                raise item_files.UnsafeItemFile(f"{name}: an input file cannot be replaced")
+            data = base64.b64decode(b64, validate=True)
+        except (item_files.UnsafeItemFile, binascii.Error, TypeError, ValueError) as exc:
+            refused[str(name)[:130]] = str(exc)
+            continue
+        if len(data) > limits.file_bytes:
+            refused[name] = f"{len(data)} bytes, over the cap of {limits.file_bytes}"
+            continue
+        decoded[name] = data
+        total += len(data)
+    if total >= limits.item_bytes:
+        return _QUOTA.format(limits.max_item_mb), refused
+    for name, data in decoded.items():
+        item_files.write_item_file(item_dir, name, data)
+    for name in before - set(decoded) - set(INPUT_FILES):
+        item_files.remove_item_file(item_dir, name)  # deleted, or replaced by something refused
+    return "", refused
+
+
+def _read_tool(path: Path, cap: int = 4 << 20) -> bytes:
+    """The tool's source, from a regular file opened without following a final symlink."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > cap:
+            raise OSError(f"not a regular file of at most {cap} bytes")
+        with os.fdopen(os.dup(fd), "rb") as f:
+            return f.read(cap)
+    finally:
+        os.close(fd)
+
+
 def run_sandboxed(tool_file: str | Path, item_dir: str | Path, request: dict,
                   limits: SandboxLimits | None = None) -> SandboxResult:
-    """Run the runner on ``tool_file`` with ``item_dir`` writable; never raises for tool misbehaviour."""
+    """Run the runner on ``tool_file`` with a private copy of ``item_dir``; never raises for tool misbehaviour.
+
+    On ``ok`` the regular files the tool left are mirrored into ``item_dir``; on any other status the host
+    folder is unchanged.
+    """
     limits = limits or SandboxLimits()
-    tool_file, item_dir = Path(tool_file).resolve(), Path(item_dir).resolve()
-    if not tool_file.is_file():
-        return SandboxResult("error", error=f"tool file {str(tool_file)!r} does not exist")
-    if not item_dir.is_dir():
-        return SandboxResult("error", error=f"item_dir {str(item_dir)!r} is not a folder")
-    cmd = build_command(tool_file, item_dir)
-    prlimit = shutil.which("prlimit")
     t0 = time.perf_counter()
-    if prlimit:  # util-linux: sets the limits without a preexec_fn (which is unsafe with threads)
-        mem, fsize = limits.memory_mb * 1024 * 1024, limits.max_file_mb * 1024 * 1024
-        cmd = [prlimit, f"--as={mem}", f"--cpu={limits.cpu_s}", f"--fsize={fsize}", "--core=0", "--", *cmd]
-        proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                start_new_session=True)
-    else:
-        proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                preexec_fn=_limits(limits), start_new_session=True)
-    bufs: dict[str, bytearray] = {"out": bytearray(), "err": bytearray()}
-    total = [0]
-    flooded = threading.Event()
-    lock = threading.Lock()
-
-    def pump(stream, key):
-        while True:
-            chunk = stream.read(65536)
-            if not chunk:
-                return
-            with lock:
-                total[0] += len(chunk)
-                if total[0] > limits.max_output_bytes:
-                    flooded.set()
-                    _kill(proc)
-                    return
-                bufs[key] += chunk
-
-    threads = [threading.Thread(target=pump, args=(proc.stdout, "out"), daemon=True),
-               threading.Thread(target=pump, args=(proc.stderr, "err"), daemon=True)]
-    for t in threads:
-        t.start()
+    tool_file, item_dir = Path(tool_file), Path(item_dir)
     try:
-        proc.stdin.write(json.dumps(request).encode("utf-8"))
-        proc.stdin.close()
-    except (BrokenPipeError, OSError):
-        pass
-    timed_out = False
+        tool_src = _read_tool(tool_file)
+    except OSError as exc:
+        return SandboxResult("error", error=f"tool file {str(tool_file)!r} cannot be read ({exc.strerror or exc})")
+    if not item_dir.is_dir() or item_dir.is_symlink():
+        return SandboxResult("error", error=f"item_dir {str(item_dir)!r} is not a folder")
     try:
-        proc.wait(timeout=limits.timeout_s)
-    except subprocess.TimeoutExpired:
-        timed_out = True
-        _kill(proc)
-        proc.wait()
-    for t in threads:
-        t.join(timeout=2.0)
+        inputs, outputs = _item_inputs(item_dir, limits)
+    except (item_files.UnsafeItemFile, OSError) as exc:
+        return SandboxResult("error", error=str(exc))
+    python = python_executable(limits)
+    program, why = build_filter()
+    if program is None and limits.require_filter:
+        raise SandboxUnavailable(f"sandbox.require_filter is true but {why}")
+    result_r, result_w = os.pipe()
+    fds = {"tool": _memfd("memtool", tool_src), "runner": _memfd("runner", RUNNER.read_bytes()),
+           "seccomp": _memfd("seccomp", program) if program is not None else None}
+    in_fds = {n: _memfd(n, d) for n, d in inputs.items()}
+    out_fds = {n: _memfd(n, d) for n, d in outputs.items()}
+    passed = [result_w, *(fd for fd in fds.values() if fd is not None), *in_fds.values(), *out_fds.values()]
+    req = dict(request, result_fd=result_w, inputs=sorted(inputs), max_processes=limits.max_processes,
+               max_file_bytes=limits.file_bytes)
+    cmd = build_command(python, limits, fds, in_fds, out_fds)
+    prl = _rlimit_args(limits)
+    # bwrap's own processes (the sandbox's pid 1 among them) get no host environment: /proc/1/environ is visible inside
+    kw: dict = {"pass_fds": passed, "start_new_session": True, "env": {"PATH": "/usr/bin:/bin"}}
+    if _drops_privileges():
+        kw.update(user=limits.sandbox_uid, group=limits.sandbox_uid, extra_groups=[])
+    if not prl:
+        kw["preexec_fn"] = _preexec(limits)
+    try:
+        proc = subprocess.Popen(prl + cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kw)
+    finally:
+        os.close(result_w)
+        for fd in passed[1:]:
+            os.close(fd)
+    result_cap = limits.item_bytes * 4 // 3 + (1 << 20)
+    kill = lambda: _kill(proc)  # noqa: E731
+    with os.fdopen(result_r, "rb") as result_stream:
+        pumps = [_Pump(proc.stdout, limits.max_output_bytes, kill), _Pump(proc.stderr, limits.max_output_bytes, kill),
+                 _Pump(result_stream, result_cap, kill)]
+        for p in pumps:
+            p.start()
+        try:
+            proc.stdin.write(json.dumps(req).encode("utf-8"))
+            proc.stdin.close()
+        except (BrokenPipeError, OSError):
+            pass
+        timed_out = False
+        try:
+            proc.wait(timeout=limits.timeout_s)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            _kill(proc)
+            proc.wait()
+        for p in pumps:
+            p.join(timeout=5.0)
     wall = time.perf_counter() - t0
     if timed_out:
         return SandboxResult("timeout", error=f"killed after the {limits.timeout_s}s time limit", wall_s=wall)
-    if flooded.is_set():
+    if pumps[0].flooded or pumps[1].flooded:
         return SandboxResult("output_limit", error=f"killed: output exceeded {limits.max_output_bytes} bytes",
                              wall_s=wall)
-    out = bufs["out"].decode("utf-8", "replace")
-    idx = out.rfind(MARKER)
-    if idx < 0:
-        err = bufs["err"].decode("utf-8", "replace")[-600:]
+    if pumps[2].flooded:
+        return SandboxResult("output_limit", error=f"killed: result exceeded {result_cap} bytes", wall_s=wall)
+    raw = bytes(pumps[2].buf)
+    if not raw:
+        err = pumps[1].buf.decode("utf-8", "replace")[-600:]
         return SandboxResult("crashed", error=f"exit code {proc.returncode} without a result; stderr: {err}",
                              wall_s=wall)
     try:
-        payload = json.loads(out[idx + len(MARKER):].strip().splitlines()[0])
-    except (json.JSONDecodeError, IndexError) as exc:
+        payload = json.loads(raw.decode("utf-8"))
+        if not isinstance(payload, dict):
+            raise ValueError(f"a {type(payload).__name__}, not an object")
+    except (UnicodeDecodeError, ValueError) as exc:
         return SandboxResult("crashed", error=f"unreadable result ({exc})", wall_s=wall)
+    free = payload.get("item_free_bytes")
+    if isinstance(free, int) and free <= 0:
+        return SandboxResult("disk_quota", error=_QUOTA.format(limits.max_item_mb), payload=payload, wall_s=wall,
+                             refused=dict(payload.get("refused") or {}))
     if not payload.get("ok"):
-        return SandboxResult("error", error=str(payload.get("error", "unknown error")), payload=payload, wall_s=wall)
-    return SandboxResult("ok", result=str(payload.get("result", "")), payload=payload, wall_s=wall)
+        return SandboxResult("error", error=str(payload.get("error", "unknown error"))[:2000], payload=payload,
+                             wall_s=wall, refused=dict(payload.get("refused") or {}))
+    discard, refused = _copy_back(item_dir, set(outputs), payload, limits)
+    if discard:
+        return SandboxResult("disk_quota", error=discard, payload=payload, wall_s=wall, refused=refused)
+    return SandboxResult("ok", result=str(payload.get("result", "")), payload=payload, wall_s=wall, refused=refused)
 
 
 def _kill(proc: subprocess.Popen) -> None:
@@ -213,20 +431,59 @@ def _kill(proc: subprocess.Popen) -> None:
             pass
 
 
+_PROBE_TOOL = ("TOOL_NAME = 'probe'\nTOOL_SPEC = {}\n"
+               "def build_runner_kwargs(arguments, config, runtime_context):\n    return {}\n"
+               "def run_tool():\n    return 'ok'\n")
 _PROBE: list = []
 
 
 def sandbox_available() -> tuple[bool, str]:
-    """(True, "") when bwrap can start an isolated process here (cached); else (False, why)."""
+    """(True, "") when a real sandboxed call succeeds here (cached); else (False, why)."""
     if _PROBE:
         return _PROBE[0]
+    import tempfile
+
     try:
-        cmd = [bwrap_path(), "--unshare-all", "--die-with-parent", *_system_binds(), "--proc", "/proc",
-               "--dev", "/dev", "--tmpfs", "/tmp", python_executable(), "-I", "-S", "-c", "print('ok')"]
-        r = subprocess.run(cmd, capture_output=True, timeout=30)
-        res = (r.returncode == 0 and b"ok" in r.stdout,
-               r.stderr.decode("utf-8", "replace")[-300:] or f"exit code {r.returncode}")
-    except (ConfigError, OSError, subprocess.TimeoutExpired) as exc:
-        res = (False, str(exc))
-    _PROBE.append((res[0], "" if res[0] else res[1]))
-    return _PROBE[0]
+        with tempfile.TemporaryDirectory(prefix="toe-sandbox-probe-") as tmp:
+            tool = Path(tmp) / "probe.py"
+            tool.write_text(_PROBE_TOOL, encoding="utf-8")
+            item = Path(tmp) / "item"
+            item.mkdir()
+            res = run_sandboxed(tool, item, {"mode": "call", "arguments": {}, "runtime": {}},
+                                SandboxLimits(timeout_s=30.0))
+        out = (True, "") if res.ok and res.result == "ok" else (False, f"{res.status}: {res.error[-400:]}")
+    except (ConfigError, OSError, subprocess.SubprocessError) as exc:
+        out = (False, str(exc))
+    _PROBE.append(out)
+    return out
+
+
+def require_sandbox() -> None:
+    """Raise :class:`SandboxUnavailable` (before any LLM call) when MemTools cannot run sandboxed here."""
+    ok, why = sandbox_available()
+    if not ok:
+        raise SandboxUnavailable(f"the MemTool sandbox cannot start on this machine ({why}); ForeDreamer never runs "
+                                 f"tools unsandboxed: install bubblewrap and allow user namespaces "
+                                 f"(sysctl kernel.unprivileged_userns_clone=1 / user.max_user_namespaces > 0)")
+
+
+def sandbox_report(limits: SandboxLimits | None = None) -> dict:
+    """What isolates a MemTool on this machine, for the run's log and ``summary.json``."""
+    limits = limits or SandboxLimits()
+    program, why = build_filter()
+    return {
+        "runs_as": f"uid {limits.sandbox_uid} (bwrap started as uid {limits.sandbox_uid})" if _drops_privileges()
+        else f"uid {limits.sandbox_uid} inside, mapped to the engine's uid {os.geteuid()}",
+        "syscall_filter": f"seccomp, {len(program) // 8} BPF instructions" if program is not None else why,
+        "network": "private namespace (no interfaces up)",
+        "item_folder": f"private tmpfs of {limits.max_item_mb} MB",
+    }
+
+
+def preflight(limits: SandboxLimits | None = None) -> dict:
+    """Check the sandbox before any LLM call and log what isolates a tool here; returns :func:`sandbox_report`."""
+    require_sandbox()
+    report = sandbox_report(limits)
+    print("MemTool sandbox: " + "; ".join(f"{k.replace('_', ' ')}: {v}" for k, v in report.items()),
+          file=sys.stderr, flush=True)
+    return report

@@ -5,9 +5,12 @@ question, query, cutoff, source metadata and content, B.2). The subagent
 follows the active MemGuide: its system prompt carries the guide's prompt and
 the OpenAI schemas of exactly the guide's MemTools, and a call to any other
 tool is refused (B.7 allowlist). Every MemTool call runs in the bubblewrap
-sandbox with the item folder as its only writable path. The guide's output
-``final_data.txt`` is the factual memory ``m_{t,k}`` returned to the main
-agent, with the item folder it came from.
+sandbox on a private copy of the item folder (``sandbox``); only regular
+files come back. The guide's output ``final_data.txt``, read without following
+links (``item_files``), is the factual memory ``m_{t,k}`` returned to the main
+agent, with the item folder it came from. An output the engine refuses (a
+symlink, a FIFO, a hard link, too large) is named in the item's call log and
+the item gets no factual memory.
 
 LLM calls are batched across every item in flight (one ``generate`` per step
 for all items of all questions). ``mode = "pipeline"`` runs the guide's tools in
@@ -25,7 +28,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from engine.forecast import prompts
+from engine.forecast import item_files, prompts
 from engine.forecast.sandbox import ITEM_MOUNT, SandboxLimits, run_sandboxed
 from engine.forecast.search import SearchResult
 from engine.forecast.toolcalls import parse_tool_calls
@@ -56,6 +59,14 @@ def write_item(workspace: Path, qid: str, turn: int, rank: int, result: SearchRe
     }
     (folder / INPUT_FILENAME).write_text(json.dumps(raw, ensure_ascii=False, indent=1), encoding="utf-8")
     return folder
+
+
+def has_output(item_dir: Path) -> bool:
+    """Whether the item folder holds ``final_data.txt`` as a regular file (examined without following links)."""
+    try:
+        return Path(item_dir, OUTPUT_FILENAME).lstat().st_mode & 0o170000 == 0o100000
+    except OSError:
+        return False
 
 
 @dataclass
@@ -97,7 +108,13 @@ class MemoryProcessor:
             return "refused", f"tool {name!r} is not allowed by MemGuide {self.guide['guide_name']!r}"
         res = run_sandboxed(self.tool_paths[name], item_dir, {"mode": "call", "arguments": args, "runtime": RUNTIME},
                             self.limits)
-        return res.status, (res.result if res.ok else res.error)
+        msg = res.result if res.ok else res.error
+        if res.refused:
+            msg = "; ".join(f"refused output {n!r}: {why}" for n, why in sorted(res.refused.items())) + \
+                  (f"; {msg}" if msg else "")
+            if OUTPUT_FILENAME in res.refused and res.ok:
+                return "refused", msg
+        return res.status, msg
 
     def _pipeline(self, mem: ItemMemory) -> None:
         for name in self.guide["tool_names"]:
@@ -106,24 +123,28 @@ class MemoryProcessor:
                 continue
             status, out = self._call(mem.item_dir, name, {})
             mem.calls.append((name, status, out[:200]))
-            if (mem.item_dir / OUTPUT_FILENAME).is_file():
+            if has_output(mem.item_dir):
                 break
 
     def process(self, item_dirs: list[Path]) -> list[ItemMemory]:
         mems = [ItemMemory(Path(d)) for d in item_dirs]
         if self.mode == "llm" and self.llm is not None and mems:
             self._llm_loop(mems)
-        todo = [m for m in mems if not (m.item_dir / OUTPUT_FILENAME).is_file()]
+        todo = [m for m in mems if not has_output(m.item_dir)]
         if todo:
             for m in todo:
                 m.fallback = self.mode == "llm" and self.llm is not None
             with ThreadPoolExecutor(max_workers=self.workers) as ex:
                 list(ex.map(self._pipeline, todo))
         for m in mems:
-            out = m.item_dir / OUTPUT_FILENAME
-            if out.is_file():
-                m.text = out.read_text(encoding="utf-8", errors="replace")[: self.max_chars]
-                m.ok = bool(m.text.strip())
+            if not has_output(m.item_dir):
+                continue
+            try:
+                m.text = item_files.read_item_text(m.item_dir, OUTPUT_FILENAME, self.limits.file_bytes)[: self.max_chars]
+            except (item_files.UnsafeItemFile, OSError) as exc:
+                m.calls.append(("read " + OUTPUT_FILENAME, "refused", str(exc)[:200]))
+                m.text = ""
+            m.ok = bool(m.text.strip())
         return mems
 
     def _llm_loop(self, mems: list[ItemMemory]) -> None:
@@ -153,7 +174,7 @@ class MemoryProcessor:
                     continue  # the subagent stopped (or wrote no call): the pipeline fallback decides
                 status, out = res
                 mems[i].calls.append((call[0], status, out[:200]))
-                if (mems[i].item_dir / OUTPUT_FILENAME).is_file():
+                if has_output(mems[i].item_dir):
                     continue
                 convs[i].append({"role": "user", "content": f"Tool result ({call[0]}, {status}):\n{out[:3000]}"})
                 nxt.append(i)
