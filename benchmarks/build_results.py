@@ -9,7 +9,7 @@ benchmarks/results/<topic>.md; this script only assembles them:
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-ORDER = ["store", "game24_core", "llm", "index", "cluster", "finance"]
+ORDER = ["store", "game24_core", "llm", "index", "cluster", "finance", "sandbox"]
 
 
 def main() -> None:

@@ -192,7 +192,7 @@ def _system_binds(python: str) -> list[str]:
 
 
 def _memfd(name: str, data: bytes) -> int:
-    fd = os.memfd_create(name, 0)
+    fd = os.memfd_create(name)  # MFD_CLOEXEC: only pass_fds reach the child
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view):]

@@ -58,7 +58,7 @@ def build_filter() -> tuple[bytes | None, str]:
             except (RuntimeError, ValueError, OSError):
                 skipped.append(name)  # not a system call of this architecture
         f.add_rule(seccomp.ERRNO(errno.EPERM), "ioctl", seccomp.Arg(1, seccomp.MASKED_EQ, 0xFFFFFFFF, TIOCSTI))
-        fd = os.memfd_create("toe-seccomp", 0)
+        fd = os.memfd_create("toe-seccomp")
         try:
             with open(fd, "wb", closefd=False) as out:
                 f.export_bpf(out)
