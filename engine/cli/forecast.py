@@ -1,7 +1,7 @@
 """`toe forecast ...`: ForeDreamer helpers that need no model.
 
     toe forecast baselines DATA [--categories A,B] [--metric brier|accuracy|market_return|all]
-        No Information (uniform) and Market rows on every question of a Prophet Arena CSV file or folder.
+        Uniform and Market rows on every question of a Prophet Arena CSV file or folder.
     toe forecast splits DATA [--n-evo 5] [--seed 0]
         Per-category evolution/validation pool and held-out evaluation sizes (train files fix the pool).
     toe forecast tools [DIR]
@@ -64,7 +64,7 @@ def register(subparsers) -> None:
     """Add this module's subcommands to the `toe` parser."""
     p = subparsers.add_parser("forecast", help="ForeDreamer / Prophet Arena helpers (no model needed)")
     sub = p.add_subparsers(dest="forecast_command", metavar="SUBCOMMAND")
-    b = sub.add_parser("baselines", help="No Information and Market rows on a Prophet Arena file or folder")
+    b = sub.add_parser("baselines", help="Uniform and Market reference rows on a Prophet Arena file or folder")
     b.add_argument("data", help="Prophet Arena CSV file or folder")
     b.add_argument("--categories", default="", help="comma-separated categories (default: all)")
     b.add_argument("--metric", default="brier", choices=["brier", "accuracy", "market_return", "all"])

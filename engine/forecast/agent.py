@@ -21,7 +21,9 @@ call tools; the call is recorded in the transcript like a model's.
 
 Modes: ``"foredreamer"`` (above), ``"full_text"`` (one turn, the question's own
 sources in the prompt, no search: the paper's Full Text row), ``"rag"`` (one
-turn, the top-k cutoff-filtered search results' raw content, no subagent), and
+turn, the top-k cutoff-filtered search results' raw content, no subagent),
+``"no_information"`` (one turn, the question alone: no search, no sources, no
+experience; the paper's No Information row, Tables 6, S9, S10), and
 the memory baselines ``"mem0"``, ``"memrl"``, ``"reme"``, ``"flex"`` (paper
 C.2: "applied to process the evidence retrieved by the search module"): the
 same search loop as ``"foredreamer"``, but the search results go to an
@@ -49,14 +51,15 @@ from engine.llm.base import Request
 
 MEMORY_MODES = ("mem0", "memrl", "reme", "flex")  # memory baselines applied to the retrieved evidence
 SEARCH_MODES = ("foredreamer",) + MEMORY_MODES  # modes that run the multi-turn search loop
-MODES = ("foredreamer", "full_text", "rag") + MEMORY_MODES
+MODES = ("foredreamer", "full_text", "rag", "no_information") + MEMORY_MODES
+NO_SEARCH_NOTE = "Search is disabled in this run: forecast from the question alone."
 
 
 @dataclass(frozen=True)
 class AgentConfig:
     """``[forecast.agent]``: the main agent's budget."""
 
-    mode: str = "foredreamer"  # foredreamer | full_text | rag | mem0 | memrl | reme | flex
+    mode: str = "foredreamer"  # foredreamer | full_text | rag | no_information | mem0 | memrl | reme | flex
     turns: int = 2
     top_k: int = 4
     context_chars: int = 30_000  # per search turn (paper C.4: 30K)
@@ -143,6 +146,8 @@ class ForecastAgent:
     # ------------------------------------------------------------------ prompts
     def _task_prompt(self, task, bank) -> str:
         if isinstance(task, FutureXItem):
+            if self.cfg.mode == "no_information":
+                return prompts.futurex_prompt(task, (), NO_SEARCH_NOTE)
             return self._with_preamble(task, prompts.futurex_prompt(task, bank))
         if self.cfg.mode == "full_text":
             return prompts.prophet_prompt(task, bank, _sources_text(task, self.cfg.context_chars),
@@ -150,6 +155,8 @@ class ForecastAgent:
         if self.cfg.mode == "rag":
             return prompts.prophet_prompt(task, bank, self._rag_context(task),
                                           "Search is disabled in this run: use the retrieved evidence below.")
+        if self.cfg.mode == "no_information":  # paper Tables 6, S9, S10: the model alone, no search, no sources
+            return prompts.prophet_prompt(task, (), "", NO_SEARCH_NOTE)
         return self._with_preamble(task, prompts.prophet_prompt(task, bank))
 
     def _with_preamble(self, task, prompt: str) -> str:

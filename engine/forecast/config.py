@@ -50,8 +50,10 @@ class RunConfig:
     max_questions: int = 2  # evaluation questions per category for the model rows (0 = all)
     evolve: bool = False
     workspace: str = ""  # "" = <out>/workspace or a temporary folder
+    scorer: str = "pm_rank"  # "pm_rank" (upstream's scorer) | "listed" (the engine's earlier definitions)
 
     def __post_init__(self):
+        check(self.scorer in ("pm_rank", "listed"), f"run.scorer must be 'pm_rank' or 'listed', got {self.scorer!r}")
         bad = [m for m in self.methods if m not in METHODS]
         check(not bad and bool(self.methods), f"run.methods must be a non-empty subset of {list(METHODS)}, got {list(self.methods)}")
         check(self.max_questions >= 0, f"run.max_questions must be >= 0, got {self.max_questions}")

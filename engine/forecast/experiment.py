@@ -63,7 +63,7 @@ def run(config: dict, options) -> int:
 
     lines = [f"# {config.get('title', 'ForeDreamer on Prophet Arena')}", "",
              f"Data: {path} ({len(all_questions)} unique questions; model rows use {len(splits)} categories)"]
-    ref_all = reference_rows(all_questions)
+    ref_all = reference_rows(all_questions, cfg.run.scorer)
     lines += ["", "## Reference rows on every loaded question (Brier, lower is better)", "",
               format_table(ref_all, "brier"), "", "Market return (gross, risk-neutral bettor, $1 per event):", "",
               format_table(ref_all, "market_return")]
@@ -104,7 +104,7 @@ def run(config: dict, options) -> int:
                                               ws / f"rollouts-{method}")
                     eps = mr.rollouts(evaluated)
                     rows.append(score(ROW_NAMES[method] + tag, evaluated, [e.probs for e in eps],
-                                      sum(e.failed for e in eps)))
+                                      sum(e.failed for e in eps), cfg.run.scorer))
                     details[method] = [{"qid": e.qid, "probs": e.probs, "failed": e.failed, "searches": e.searches,
                                         "evidence": [{k: v for k, v in r.items() if k != "text"} for r in e.evidence],
                                         "experience_visible": [k for k, _ in mr.visible.get(e.qid, [])],
@@ -126,8 +126,8 @@ def run(config: dict, options) -> int:
                            cfg.subagent.max_steps, cfg.sandbox)
                 eps = r.rollouts(evaluated, store.guides[seed_gid], store.tool_paths(store.guides[seed_gid]["tool_names"]))
                 name = {"foredreamer": "ForeDreamer (seed guide, empty bank)", "full_text": "Full Text",
-                        "rag": "RAG"}[method]
-                rows.append(score(name + tag, evaluated, [e.probs for e in eps], sum(e.failed for e in eps)))
+                        "rag": "RAG", "no_information": "No Information (model, no search)"}[method]
+                rows.append(score(name + tag, evaluated, [e.probs for e in eps], sum(e.failed for e in eps), cfg.run.scorer))
                 details[method] = [{"qid": e.qid, "probs": e.probs, "failed": e.failed, "searches": e.searches,
                                     "memories": [{"item": str(m.item_dir), "fallback": m.fallback, "calls": m.calls}
                                                  for m in e.memories],
@@ -137,16 +137,17 @@ def run(config: dict, options) -> int:
         finally:
             close_llm(llm)
             workspace.cleanup()
-        ref_eval = reference_rows(evaluated)
+        ref_eval = reference_rows(evaluated, cfg.run.scorer)
         table = ref_eval + rows
         lines += ["", f"## Model rows on {len(evaluated)} held-out questions (first {cfg.run.max_questions or 'all'} "
                   "per category), with the reference rows on the same questions", ""]
         if simulated:
             lines += ["Every model row here comes from the SIMULATED forecasting harness (llm.backend = simulated), "
                       "not from a model.", ""]
+        lines += [SCORER_NOTE[cfg.run.scorer], ""]
         lines += ["Brier (lower is better):", "", format_table(table, "brier"), "", "Accuracy (market-level):", "",
                   format_table(table, "accuracy"), "", "Market return:", "", format_table(table, "market_return"), "",
-                  "Unusable answers (scored as No Information): " + ", ".join(f"{r.method}: {r.failed}" for r in rows),
+                  "Unusable answers (scored as Uniform): " + ", ".join(f"{r.method}: {r.failed}" for r in rows),
                   f"LLM usage: {summary['usage']}"]
         if notes:
             lines += ["", "Memory baselines (evidence):"] + [f"- {n}" for n in notes]
@@ -154,6 +155,15 @@ def run(config: dict, options) -> int:
     lines += ["", f"Wall time: {time.perf_counter() - t0:.1f} s"]
     write_outputs("\n".join(lines), summary, out)
     return 0
+
+
+SCORER_NOTE = {
+    "pm_rank": "Scores as upstream's scorer computes them (pm-rank 0.3.1, run.scorer = \"pm_rank\"): Brier and return "
+               "over the markets with price data, an omitted market at 0, Yes-or-No bets per market; Market's return "
+               "is pm-rank's market-price predictor's. Accuracy: p >= 0.5 against the outcome on the same markets.",
+    "listed": "Scores by the engine's own definitions (run.scorer = \"listed\"): every listed market, $1 on the Yes "
+              "contract with the largest p / ask.",
+}
 
 
 def _evolved_rows(cfg, llm, runner, store, splits, tag, details) -> list[Row]:
@@ -168,7 +178,7 @@ def _evolved_rows(cfg, llm, runner, store, splits, tag, details) -> list[Row]:
         results = []
         for bank, gid, val in evo.top_configurations():
             eps = runner.rollouts(ev_q, store.guides[gid], store.tool_paths(store.guides[gid]["tool_names"]), bank)
-            results.append((score("x", ev_q, [e.probs for e in eps]).avg_brier, val, gid, bank.version, eps))
+            results.append((score("x", ev_q, [e.probs for e in eps], scorer=cfg.run.scorer).avg_brier, val, gid, bank.version, eps))
         details[f"evolution/{s.category}"] = {"log": evo.log, "tree_edges": evo.tree.edges,
                                                "top": [(r[2], r[3], r[1], r[0]) for r in results]}
         top1 = results[0]
@@ -177,5 +187,5 @@ def _evolved_rows(cfg, llm, runner, store, splits, tag, details) -> list[Row]:
             target_q += ev_q
             target_p += [e.probs for e in r[4]]
         failed += sum(e.failed for e in top1[4])
-    return [score("ForeDreamer evolved, top-1 by validation" + tag, top1_q, top1_p, failed),
-            score("ForeDreamer evolved, best of top-k on test (C.3)" + tag, best_q, best_p)]
+    return [score("ForeDreamer evolved, top-1 by validation" + tag, top1_q, top1_p, failed, cfg.run.scorer),
+            score("ForeDreamer evolved, best of top-k on test (C.3)" + tag, best_q, best_p, scorer=cfg.run.scorer)]

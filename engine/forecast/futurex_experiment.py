@@ -164,7 +164,8 @@ def _details(eps, metric: FutureXAccuracy) -> list[dict]:
              "raw_answer": e.raw_answer[-400:]} for e in eps]
 
 
-NAMES = {"foredreamer": "ForeDreamer (seed guide, empty bank)", "full_text": "Full Text", "rag": "RAG"}
+NAMES = {"foredreamer": "ForeDreamer (seed guide, empty bank)", "full_text": "Full Text", "rag": "RAG",
+         "no_information": "No Information (model, no search)"}
 
 
 def run(config: dict, options) -> int:

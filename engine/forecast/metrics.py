@@ -1,39 +1,34 @@
 """Prophet Arena metrics and the reference rows that need no model.
 
-* Brier score of one question: the mean over its listed markets of
-  ``(p_i - o_i)^2`` (each Kalshi market is a binary Yes/No contract); a
-  category's Brier is the mean over its questions, and the reported average is
-  the mean over categories (paper Table 1 layout, lower is better).
-* Accuracy (Prophet Arena): the fraction of markets where ``p_i >= 0.5``
-  agrees with ``o_i``, averaged per question then over questions. FutureX
-  accuracy is exact match after :func:`engine.forecast.data.normalise_answer`.
-* Market return: Prophet Arena's "Average Return" (Yang et al., 2025,
-  *LLM-as-a-Prophet: Understanding Predictive Intelligence with Prophet Arena*,
-  arXiv:2510.17638; prophetarena.co leaderboard: "the expected profit of an
-  optimal betting strategy based on the prediction, under the market conditions
-  at the time of prediction"). We implement its risk-neutral case: with $1 per
-  event, a risk-neutral bettor holding beliefs ``p`` buys the Yes contract with
-  the largest expected gross return ``p_i / q_i`` at the ask price
-  ``q_i = yes_ask / 100`` (contracts priced outside (0, 1) cannot be bought);
-  the realised gross return is ``o_i / q_i`` (0 when the contract loses). An
-  event with no buyable contract scores 1 (the dollar is kept). The upstream
-  scoring code was not reachable from here; this is our reading of the
-  published definition.
+Two scorers, chosen per run (``run.scorer``):
 
-Reference predictors: No Information (uniform: 0.5 on every market; the paper's
-own "No Information" row is a model without search, a different thing) and
-Market (the implied probability ``(yes_bid + yes_ask) / 200`` at the snapshot;
-a market absent from ``market_data`` gets 0.5).
+* ``"pm_rank"`` (default): upstream's scorer, ``pm-rank`` 0.3.1, which ForeDreamer's code calls
+  (:mod:`engine.forecast.pm_rank_scoring`): Brier and average return over the markets that have price
+  data, an omitted market at probability 0, the return of a bettor who takes Yes or No per market
+  (illiquid quotes priced at 1). Accuracy is not a pm-rank metric: the fraction of the same options
+  where ``p >= 0.5`` matches the outcome.
+* ``"listed"``: the engine's earlier definitions, kept as an option: Brier and accuracy over every
+  listed market, and $1 on the Yes contract with the largest ``p / yes_ask`` (contracts priced outside
+  (0, 1) cannot be bought; no buyable contract: the dollar is kept, 1.0). An omitted market raises.
+
+A question's scores are averaged per category, and the reported average is the mean over categories
+(paper Table 1 layout; Brier lower is better).
+
+Reference predictors: Uniform (0.5 on every market; the paper's "No Information" row is the model
+forecasting from the question alone, a method row, see ``agent``) and Market (the implied probability
+``(yes_bid + yes_ask) / 200`` at the snapshot, 0.5 for a market without a quote; under ``pm_rank`` its
+return is pm-rank's market-price predictor's, :func:`pm_rank_scoring.market_baseline_return`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Mapping, Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 
 from engine.errors import InputError
+from engine.forecast import pm_rank_scoring as pm
 from engine.forecast.data import Question
 
 Probs = Mapping[str, float]
@@ -55,14 +50,36 @@ def outcome_vector(q: Question) -> np.ndarray:
     return np.array([q.outcome[m] for m in q.markets], dtype=np.float64)
 
 
-def brier(probs: Probs, q: Question) -> float:
-    """Mean over markets of (p_i - o_i)^2."""
+SCORERS = ("pm_rank", "listed")
+
+
+def check_scorer(scorer: str) -> str:
+    if scorer not in SCORERS:
+        raise InputError(f"scorer must be one of {list(SCORERS)}, got {scorer!r}")
+    return scorer
+
+
+def brier(probs: Probs, q: Question, scorer: str = "pm_rank") -> float:
+    """Brier score of one question under ``scorer`` (module doc)."""
+    return pm.brier(probs, q) if check_scorer(scorer) == "pm_rank" else brier_listed(probs, q)
+
+
+def accuracy(probs: Probs, q: Question, scorer: str = "pm_rank") -> float:
+    return pm.accuracy(probs, q) if check_scorer(scorer) == "pm_rank" else accuracy_listed(probs, q)
+
+
+def market_return(probs: Probs, q: Question, scorer: str = "pm_rank") -> float:
+    return pm.market_return(probs, q) if check_scorer(scorer) == "pm_rank" else market_return_listed(probs, q)
+
+
+def brier_listed(probs: Probs, q: Question) -> float:
+    """Mean over the listed markets of (p_i - o_i)^2."""
     p, o = probs_vector(probs, q), outcome_vector(q)
     return float(np.mean((p - o) ** 2))
 
 
-def accuracy(probs: Probs, q: Question) -> float:
-    """Fraction of markets where the thresholded forecast (p >= 0.5) equals the outcome."""
+def accuracy_listed(probs: Probs, q: Question) -> float:
+    """Fraction of listed markets where the thresholded forecast (p >= 0.5) equals the outcome."""
     p, o = probs_vector(probs, q), outcome_vector(q)
     return float(np.mean((p >= 0.5) == (o == 1.0)))
 
@@ -77,7 +94,7 @@ def yes_ask_prices(q: Question) -> np.ndarray:
     return out
 
 
-def market_return(probs: Probs, q: Question) -> float:
+def market_return_listed(probs: Probs, q: Question) -> float:
     """Gross return of $1 bet by a risk-neutral bettor on argmax_i p_i / ask_i (see module doc)."""
     p, o = probs_vector(probs, q), outcome_vector(q)
     ask = yes_ask_prices(q)
@@ -90,7 +107,7 @@ def market_return(probs: Probs, q: Question) -> float:
 
 
 def uniform_probs(q: Question) -> dict[str, float]:
-    """No Information reference: 0.5 on every market."""
+    """Uniform reference: 0.5 on every market."""
     return {m: 0.5 for m in q.markets}
 
 
@@ -131,13 +148,18 @@ class Row:
         return float(np.mean(list(self.market_return.values()))) if self.market_return else float("nan")
 
 
-def score(method: str, questions: Sequence[Question], predictions: Sequence[Probs], failed: int = 0) -> Row:
-    """Per-category means of Brier, accuracy and market return over ``questions``."""
+def score(method: str, questions: Sequence[Question], predictions: Sequence[Probs], failed: int = 0,
+          scorer: str = "pm_rank", returns: Sequence[float] | None = None) -> Row:
+    """Per-category means of Brier, accuracy and market return over ``questions`` (``returns`` overrides the last)."""
     if len(questions) != len(predictions):
         raise InputError(f"score: {len(questions)} questions but {len(predictions)} predictions")
+    check_scorer(scorer)
     acc: dict[str, list] = {}
-    for q, p in zip(questions, predictions):
-        acc.setdefault(q.category, []).append((brier(p, q), accuracy(p, q), market_return(p, q)))
+    for i, (q, p) in enumerate(zip(questions, predictions)):
+        if scorer == "pm_rank" and not q.market_data:
+            continue  # upstream does not score a question without price data
+        ret = returns[i] if returns is not None else market_return(p, q, scorer)
+        acc.setdefault(q.category, []).append((brier(p, q, scorer), accuracy(p, q, scorer), ret))
     cats = sorted(acc)
     return Row(
         method=method,
@@ -148,10 +170,15 @@ def score(method: str, questions: Sequence[Question], predictions: Sequence[Prob
     )
 
 
-def reference_rows(questions: Sequence[Question]) -> list[Row]:
-    """No Information (uniform) and Market rows on every question given."""
-    refs: list[tuple[str, Callable]] = [("No Information (uniform)", uniform_probs), ("Market", market_probs)]
-    return [score(name, questions, [f(q) for q in questions]) for name, f in refs]
+UNIFORM_ROW = "Uniform (0.5 on every market)"
+
+
+def reference_rows(questions: Sequence[Question], scorer: str = "pm_rank") -> list[Row]:
+    """Uniform and Market rows on every question given (Market's return: pm-rank's market-price predictor)."""
+    uniform = score(UNIFORM_ROW, questions, [uniform_probs(q) for q in questions], scorer=scorer)
+    rets = [pm.market_baseline_return(q) if q.market_data else 1.0 for q in questions] if scorer == "pm_rank" else None
+    market = score("Market", questions, [market_probs(q) for q in questions], scorer=scorer, returns=rets)
+    return [uniform, market]
 
 
 def format_table(rows: Sequence[Row], metric: str = "brier", digits: int = 4) -> str:

@@ -60,28 +60,30 @@ def _json_objects(text: str):
 
 
 def parse_prophet_answer(text: str, markets) -> tuple[dict | None, str]:
-    """(probabilities, "") for a valid answer, else (None, what was wrong).
+    """(probabilities, "") for a usable answer, else (None, what was wrong).
 
-    Valid: a JSON object with "probabilities" whose keys are exactly the listed
-    outcome names (case-sensitive, each once, none extra) and whose values are
-    numbers in [0, 1].
+    Usable, as upstream's scorer (pm-rank's Prophet Arena loader) reads an answer: a JSON object whose
+    "probabilities" maps outcome names to numbers; a listed outcome the answer omits counts as 0, an
+    unknown name is ignored, a value outside [0, 1] is clipped. At least one listed outcome must be
+    given, and every given value must be a finite number (a non-number is a malformed answer).
     """
     problem = "no JSON object with a 'probabilities' field was found"
+    listed = set(markets)
     for obj in _json_objects(text):
         if not isinstance(obj, dict) or not isinstance(obj.get("probabilities"), dict):
             continue
         probs = obj["probabilities"]
-        missing = [m for m in markets if m not in probs]
-        extra = [k for k in probs if k not in set(markets)]
-        if missing or extra:
-            problem = f"outcome names must be exactly {list(markets)[:6]}...; missing {missing[:4]}, unknown {extra[:4]}"
+        known = [m for m in markets if m in probs]
+        if not known:
+            problem = (f"no listed outcome name in 'probabilities' (expected names like {list(markets)[:6]}; "
+                       f"got {[k for k in probs if k not in listed][:4]})")
             continue
-        bad = [k for k, v in probs.items()
-               if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or not 0 <= v <= 1]
+        bad = [k for k in known if isinstance(probs[k], bool) or not isinstance(probs[k], (int, float))
+               or not math.isfinite(probs[k])]
         if bad:
-            problem = f"probabilities must be numbers between 0 and 1; bad values for {bad[:4]}"
+            problem = f"probabilities must be numbers; bad values for {bad[:4]}"
             continue
-        return {m: float(probs[m]) for m in markets}, ""
+        return {m: min(1.0, max(0.0, float(probs[m]))) if m in probs else 0.0 for m in markets}, ""
     return None, problem
 
 

@@ -16,13 +16,14 @@ from engine.errors import ConfigError
 from .conftest import needs_bwrap
 
 
-def test_parse_prophet_answer_validates_names_and_range():
+def test_parse_prophet_answer_reads_answers_as_upstream_scores_them():
     ok, why = parse_prophet_answer('```json\n{"rationale": "r", "probabilities": {"A": 0.7, "B": 0}}\n```', ["A", "B"])
     assert ok == {"A": 0.7, "B": 0.0} and why == ""
-    assert parse_prophet_answer('noise {"probabilities": {"A": 0.7, "b": 0.1}} tail', ["A", "B"])[1].startswith(
-        "outcome names must be exactly")
-    assert "between 0 and 1" in parse_prophet_answer('{"probabilities": {"A": 1.2, "B": 0.1}}', ["A", "B"])[1]
-    assert "between 0 and 1" in parse_prophet_answer('{"probabilities": {"A": "0.2", "B": 0.1}}', ["A", "B"])[1]
+    # pm-rank: an omitted outcome is 0, an unknown name ignored, a value outside [0, 1] clipped
+    assert parse_prophet_answer('noise {"probabilities": {"A": 0.7, "b": 0.1}} tail', ["A", "B"])[0] == {"A": 0.7, "B": 0.0}
+    assert parse_prophet_answer('{"probabilities": {"A": 1.2, "B": -0.1}}', ["A", "B"])[0] == {"A": 1.0, "B": 0.0}
+    assert parse_prophet_answer('{"probabilities": {"a": 0.5}}', ["A", "B"])[1].startswith("no listed outcome name")
+    assert "must be numbers" in parse_prophet_answer('{"probabilities": {"A": "0.2", "B": 0.1}}', ["A", "B"])[1]
     assert parse_prophet_answer("no json here", ["A"])[0] is None
 
 
@@ -143,3 +144,28 @@ def test_futurex_boxed_answer_and_unusable_answer(tmp_path):
     agent = ForecastAgent(_Scripted(["no box", "still none"]), None, AgentConfig(turns=1), tmp_path)
     (ep,) = agent.run([item])
     assert ep.failed and not ep.correct()
+
+
+class _CountingSearch:
+    def __init__(self, inner):
+        self.inner, self.calls = inner, 0
+
+    def search(self, *args, **kwargs):
+        self.calls += 1
+        return self.inner.search(*args, **kwargs)
+
+
+def test_no_information_is_the_model_alone_without_search(pa_folder, tmp_path):
+    qs = load_prophet_arena(pa_folder)[:3]
+    search = _CountingSearch(corpus_from_questions(qs))
+    llm = SimulatedForecastBackend(seed=1)
+    seen = []
+    real = llm.generate
+    llm.generate = lambda reqs: seen.extend(reqs) or real(reqs)
+    eps = ForecastAgent(llm, search, AgentConfig(mode="no_information", top_k=2), tmp_path).run(qs)
+    assert search.calls == 0 and all(not ep.searches and not ep.memories for ep in eps)
+    assert len(seen) == len(qs)  # one turn, no tool loop
+    for req, q in zip(seen, qs):
+        prompt = "\n".join(m["content"] for m in req.messages)
+        assert "forecast from the question alone" in prompt
+        assert all(s.url not in prompt for s in q.sources)  # no pre-collected sources either

@@ -67,7 +67,7 @@ def test_shipped_config_parses():
 def test_cli_baselines(pa_folder, capsys):
     assert toe_main(["forecast", "baselines", str(pa_folder), "--metric", "all"]) == 0
     out = capsys.readouterr().out
-    assert "12 unique questions" in out and "| No Information (uniform) | 0.2500 | 0.2500 | 0.2500 |" in out
+    assert "12 unique questions" in out and "| Uniform (0.5 on every market) | 0.2500 | 0.2500 | 0.2500 |" in out
     assert toe_main(["forecast", "baselines", str(pa_folder / "nope")]) == 1
 
 
