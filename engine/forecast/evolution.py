@@ -167,10 +167,13 @@ class GuideTree:
 class EvolutionConfig:
     """``[forecast.evolution]``."""
 
-    iterations: int = 6  # paper C.3: 60
-    explore_every: int = 2  # every k-th procedural step is diversity-guided exploration (0 = never)
+    iterations: int = 60  # paper C.3: 60
+    explore_every: int = 2  # every k-th procedural step is diversity-guided exploration (0 = never; Table 5 ablation)
     max_suggestions: int = 3
-    max_reuse: int = 3
+    max_reuse: int = 3  # tools the generator may reuse (0 = no reuse, Table S11)
+    textual: bool = True  # the Experience Bank track (Table 3/4 ablation: false)
+    procedural: bool = True  # the MemGuide/MemTool track (Table 3/4 ablation: false)
+    share_across_categories: bool = False  # C.3 evolves each category from the seed guide; true: one shared store
     top_k: int = 5  # configurations evaluated on held-out questions (C.3)
     items_per_example: int = 2  # sandbox gate: items of each evolution example run strictly
     max_tokens: int = 1024
@@ -179,7 +182,7 @@ class EvolutionConfig:
     def __post_init__(self):
         check(self.iterations >= 0, f"evolution.iterations must be >= 0, got {self.iterations}")
         check(self.explore_every >= 0, f"evolution.explore_every must be >= 0, got {self.explore_every}")
-        check(1 <= self.max_reuse <= 3, f"evolution.max_reuse must be in [1, 3], got {self.max_reuse}")
+        check(0 <= self.max_reuse <= 3, f"evolution.max_reuse must be in [0, 3], got {self.max_reuse}")
         check(self.top_k >= 1, f"evolution.top_k must be >= 1, got {self.top_k}")
         check(self.items_per_example >= 1, f"evolution.items_per_example must be >= 1, got {self.items_per_example}")
 
@@ -393,7 +396,8 @@ class Evolution:
         self._procedural_steps += 1
         if self.cfg.explore_every and self._procedural_steps % self.cfg.explore_every == 0:
             return self.explore_step()
-        parent = self.tree.sample_parent(self.rng)
+        # with no validated guide yet (a weak model), the current guide is expanded: evolution goes on (C.3)
+        parent = self.tree.sample_parent(self.rng) if self.tree.valid() else self._best_gid()
         guide = self.store.guides[parent]
         q = self.rng.choice(self.evo)
         ep = self.runner.rollouts([q], guide, self._paths(parent), self.bank)[0]
@@ -411,8 +415,9 @@ class Evolution:
             return entry
         req = str(critic["design_requirement"])
         sel = next((o for o in _json_objects(self._ask(prompts.reuse_prompt(req, self._tool_defs(sorted(self.store.tools))), 0.3))
-                    if isinstance(o, dict) and "candidate_tool_names" in o), {})
-        reuse = [n for n in (sel.get("candidate_tool_names") or []) if n in self.store.tools][: self.cfg.max_reuse]
+                    if isinstance(o, dict) and "candidate_tool_names" in o), {}) if self.cfg.max_reuse else {}
+        reuse = [n for n in (sel.get("candidate_tool_names") or []) if n in self.store.tools][: self.cfg.max_reuse] \
+            if self.cfg.max_reuse else []
         reuse_src = "\n\n".join(self.store.tools[n].source for n in reuse)
         reply = self._ask(prompts.generator_prompt(req, self._tool_defs(reuse), reuse_src))
         entry.update(requirement=req, reuse=reuse)
@@ -472,10 +477,27 @@ class Evolution:
 
     # --------------------------------------------------------------- schedule
     def run(self, iterations: int | None = None) -> list[dict]:
-        """Alternate tracks (C.3): procedural on even iterations, textual on odd ones."""
+        """Alternate tracks (C.3): procedural on even iterations, textual on odd ones; a track switched off
+        (``evolution.textual`` / ``procedural``) leaves its iterations to the other one.
+
+        An iteration that admits nothing keeps the current guide and bank and is logged as rejected, with
+        the reason; an error in one iteration (a model reply the engine cannot use) does the same, so a
+        weak model never stops the run. Every entry carries its ``iteration``.
+        """
         n = self.cfg.iterations if iterations is None else iterations
-        for i in range(n):
-            (self.procedural_step if i % 2 == 0 else self.textual_step)()
+        tracks = [t for t, on in (("procedural", self.cfg.procedural), ("textual", self.cfg.textual)) if on]
+        for i in range(n if tracks else 0):
+            track = tracks[i % len(tracks)]
+            before = len(self.log)
+            try:
+                (self.procedural_step if track == "procedural" else self.textual_step)()
+            except (InputError, AdmissionError) as exc:
+                self.log.append({"track": track, "result": f"rejected: {exc}", "error": True})
+            for entry in self.log[before:]:
+                entry["iteration"] = i
+                entry.setdefault("outcome", "accepted" if (entry.get("accepted") or
+                                                           str(entry.get("result", "")).startswith("admitted"))
+                                 else "rejected")
         return self.log
 
     def top_configurations(self, k: int | None = None) -> list[tuple[ExperienceBank, str, float]]:

@@ -21,6 +21,7 @@ row it produces is labelled ``simulated``.
 
 from __future__ import annotations
 
+import copy
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -166,6 +167,15 @@ SCORER_NOTE = {
 }
 
 
+def _category_store(base: ProceduralStore, category: str, cfg) -> ProceduralStore:
+    """A fresh procedural store next to ``base``, seeded with the seed tools and guide only."""
+    safe = "".join(c if c.isalnum() else "_" for c in category)
+    store = ProceduralStore(base.root.parent / f"procedural-{safe}", cfg.sandbox)
+    if not store.guides:
+        store.seed(seed_tool_sources(), DEFAULT_GUIDE)
+    return store
+
+
 def _evolved_rows(cfg, llm, runner, store, splits, tag, details) -> list[Row]:
     """Per category: evolve on the pool, evaluate the top validated configurations on held-out questions."""
     best_q, best_p, top1_q, top1_p, failed = [], [], [], [], 0
@@ -173,6 +183,10 @@ def _evolved_rows(cfg, llm, runner, store, splits, tag, details) -> list[Row]:
         ev_q = list(s.eval)[: cfg.run.max_questions] if cfg.run.max_questions else list(s.eval)
         if not ev_q:
             continue
+        if not cfg.evolution.share_across_categories:  # C.3: every category evolves from the seed guide on its own
+            store = _category_store(store, s.category, cfg)
+            runner = copy.copy(runner)
+            runner.store = store
         evo = Evolution(llm, runner, store, s.evo, replace(cfg.evolution, seed=cfg.evolution.seed), ExperienceBank())
         evo.run()
         results = []

@@ -128,3 +128,60 @@ def test_procedural_and_exploration_steps_grow_the_tree(pa_folder, tmp_path, see
     assert sum(len(v) for v in ev.categories.values()) == 2
     top = ev.top_configurations(2)
     assert len(top) == 2 and top[0][2] <= top[1][2]
+
+
+class _WeakRunner(_FakeRunner):
+    """A model that never produces a usable forecast: no configuration is admissible."""
+
+    def validate(self, questions, guide, paths, bank, gid):
+        self.seen.append(tuple(t for _, t in bank))
+        return ValidationRecord(bank.version, gid, float("nan"), False, len(questions), len(questions))
+
+
+class _Garbage:
+    name, model = "garbage", "garbage"
+
+    def __init__(self):
+        self.prompts = []
+
+    def generate(self, requests):
+        from engine.llm.base import Completion, Response
+
+        self.prompts += [r.messages[-1]["content"] for r in requests]
+        return [Response((Completion('{"should_evolve": true, "design_requirement": "x"} no code', 1),), 1, 0.0,
+                         self.name, self.model) for _ in requests]
+
+
+@needs_bwrap
+def test_evolution_goes_on_when_nothing_validates(pa_folder, seeded_store_dir):
+    qs = load_prophet_arena(pa_folder, ["Economics"])[:2]
+    store = ProceduralStore(seeded_store_dir)
+    before = store.state_fingerprint()
+    ev = Evolution(_Garbage(), _WeakRunner({}), store, qs, EvolutionConfig(iterations=4, explore_every=0))
+    assert ev.tree.valid() == []  # the seed guide itself does not validate on this model
+    log = ev.run()
+    assert [e["iteration"] for e in log] == [0, 1, 2, 3]
+    assert all(e["outcome"] == "rejected" for e in log)
+    assert ev.bank.entries == () and store.state_fingerprint() == before  # current guide and bank kept
+
+
+@needs_bwrap
+@pytest.mark.parametrize("switch, tracks", [({"textual": False}, {"procedural"}), ({"procedural": False}, {"textual"}),
+                                            ({}, {"procedural", "textual"})])
+def test_each_evolution_track_can_be_switched_off(pa_folder, seeded_store_dir, switch, tracks):
+    qs = load_prophet_arena(pa_folder, ["Economics"])[:2]
+    ev = Evolution(_Garbage(), _FakeRunner({}), ProceduralStore(seeded_store_dir), qs,
+                   EvolutionConfig(iterations=4, explore_every=0, **switch))
+    assert {e["track"] for e in ev.run()} == tracks
+
+
+@needs_bwrap
+def test_no_tool_reuse(pa_folder, seeded_store_dir):
+    qs = load_prophet_arena(pa_folder, ["Economics"])[:2]
+    llm = _Garbage()
+    ev = Evolution(llm, _FakeRunner({}), ProceduralStore(seeded_store_dir), qs,
+                   EvolutionConfig(iterations=1, explore_every=0, max_reuse=0))
+    (entry,) = ev.run()
+    assert entry["reuse"] == [] and not any("candidate_tool_names" in p for p in llm.prompts)
+    with pytest.raises(ValueError, match="max_reuse must be in \\[0, 3\\]"):
+        EvolutionConfig(max_reuse=4)

@@ -7,6 +7,7 @@ from engine.config import load_toml
 from engine.errors import ConfigError
 from engine.forecast.config import load_forecast_config
 from engine.forecast.experiment import run
+from engine.forecast.memtools import ProceduralStore
 from engine.tasks import RunOptions
 
 from .conftest import needs_bwrap
@@ -38,13 +39,19 @@ def test_simulated_run_prints_labelled_table(pa_folder, tmp_path, capsys):
 def test_simulated_run_with_evolution(pa_folder, tmp_path, capsys):
     cfg = _config(pa_folder, methods=["foredreamer"], evolve=True, max_questions=1)
     cfg["evolution"] = {"iterations": 2, "top_k": 2, "items_per_example": 1}
-    cfg["data"]["categories"] = ["Economics"]
+    cfg["run"]["workspace"] = str(tmp_path / "ws")
     assert run(cfg, RunOptions(config_path=tmp_path / "x.toml", out=tmp_path / "o")) == 0
     text = capsys.readouterr().out
     assert "ForeDreamer evolved, top-1 by validation [simulated]" in text
     summary = json.loads((tmp_path / "o" / "summary.json").read_text())
-    log = summary["details"]["evolution/Economics"]["log"]
-    assert [e["track"] for e in log] == ["procedural", "textual"]
+    for cat in ("Economics", "Sports"):  # C.3: each category evolves from the seed guide in its own store
+        log = summary["details"][f"evolution/{cat}"]["log"]
+        assert [e["track"] for e in log] == ["procedural", "textual"] and [e["iteration"] for e in log] == [0, 1]
+        store = ProceduralStore(tmp_path / "ws" / f"procedural-{cat}")
+        seed = next(iter(store.guides))
+        assert log[0]["parent"] == seed
+        assert all(store.manifest["guides"][g].get("parent") in (None, seed) for g in store.guides)
+
 
 
 def test_missing_data_path_is_a_clear_error(tmp_path):
