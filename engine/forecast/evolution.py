@@ -246,25 +246,39 @@ def _staged_spec(path: Path) -> dict:
     return inspect_tool(Path(path).read_text(encoding="utf-8"))[1]
 
 
-def strict_item_gate(questions, limits, guide_tool_specs, items=None) -> callable:
-    """validate(guide, paths) for ProceduralStore.admit: every tool call on items of every example must succeed.
+FATAL_STATUSES = ("timeout", "crashed", "output_limit", "disk_quota")
+
+
+def strict_item_gate(questions, limits, guide_tool_specs, items=None, processor=None) -> callable:
+    """validate(guide, paths) for ProceduralStore.admit: the guide must turn items of every example into memory.
 
     ``items(task, n) -> list[SearchResult]`` gives each example's items (default: its first ``n`` sources).
+    ``processor(guide, paths) -> MemoryProcessor`` runs the guide as evaluation does (the subagent model,
+    its mode and step budget: a tool with arguments gets them from the model, so a reader -> model ->
+    writer guide can pass, B.4 / Prompt 6); without one the tools run in order with no model (pipeline).
+    With a model, a tool call the model got wrong (an ``error`` result it can recover from) is tolerated;
+    a sandbox violation (timeout, crash, output or disk limit, a refused output file) or an item without
+    ``final_data.txt`` rejects the guide. Without a model every call must succeed.
     """
     items = items or BRIER.gate_items
 
     def validate(guide: dict, paths: dict) -> None:
-        specs = guide_tool_specs(guide, paths)
         with tempfile.TemporaryDirectory(prefix="gate-") as tmp:
             dirs = []
             for q in questions:
                 text = _task_text(q)
                 for k, r in enumerate(items(q, max(1, validate.items_per_example)), start=1):
                     dirs.append(write_item(Path(tmp), q.qid, 0, k, r, text, text, "", q.cutoff))
-            proc = MemoryProcessor(guide, paths, specs, llm=None, mode="pipeline", limits=limits)
+            if processor is not None:
+                proc = processor(guide, paths)
+            else:
+                proc = MemoryProcessor(guide, paths, guide_tool_specs(guide, paths), llm=None, mode="pipeline",
+                                       limits=limits)
+            with_model = proc.llm is not None and proc.mode == "llm"
             mems = proc.process(dirs)
             for m in mems:
-                bad = [c for c in m.calls if c[1] != "ok"]
+                bad = [c for c in m.calls if c[1] != "ok" and (not with_model or c[1] in FATAL_STATUSES
+                                                               or str(c[2]).startswith("refused output"))]
                 if bad:
                     raise AdmissionError(f"validation run on {m.item_dir.parent.name}/{m.item_dir.name}: tool "
                                          f"{bad[0][0]} {bad[0][1]}: {bad[0][2]}")
@@ -315,7 +329,8 @@ class Evolution:
             self.tree.add(gid, parent if parent in self.tree.parent else None, rec.score if rec.admissible else None)
             if not self.categories:
                 self.categories[gid] = [gid]
-        self.gate = strict_item_gate(self.evo, store.limits, self._specs, self.metric.gate_items)
+        self.gate = strict_item_gate(self.evo, store.limits, self._specs, self.metric.gate_items,
+                                     getattr(runner, "processor", None))  # the subagent model, as evaluation runs it
         self.gate.items_per_example = cfg.items_per_example
 
     # --------------------------------------------------------------- helpers

@@ -1,5 +1,7 @@
 """MemTools are sandboxed and a bad candidate never reaches the published state (B.4, B.7)."""
 
+import json
+
 import pytest
 
 from engine.errors import InputError
@@ -144,3 +146,67 @@ def test_corrupt_manifest(tmp_path):
     (tmp_path / "p" / "manifest.json").write_text("{", encoding="utf-8")
     with pytest.raises(InputError, match="manifest .* is unreadable"):
         ProceduralStore(tmp_path / "p")
+
+
+READER = '''
+import json
+from pathlib import Path
+TOOL_NAME = "tool_reader"
+TOOL_SPEC = {"type": "function", "function": {"name": TOOL_NAME, "description": "read the item",
+             "parameters": {"type": "object", "properties": {}}}}
+def build_runner_kwargs(arguments, config, runtime_context):
+    return {"path": str(Path(runtime_context.item_dir) / runtime_context.input_filename)}
+def run_tool(*, path):
+    return json.loads(Path(path).read_text())["item"]["content"][:400]
+'''
+WRITER = '''
+from pathlib import Path
+TOOL_NAME = "tool_writer"
+TOOL_SPEC = {"type": "function", "function": {"name": TOOL_NAME, "description": "save the memory",
+             "parameters": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}}}
+def build_runner_kwargs(arguments, config, runtime_context):
+    return {"out": str(Path(runtime_context.item_dir) / runtime_context.output_filename), "text": arguments["text"]}
+def run_tool(*, out, text):
+    Path(out).write_text(text)
+    return "saved"
+'''
+
+
+class _SubagentModel:
+    """Reads with the reader, writes the memory it synthesised with the writer (Prompt 6's reader -> model -> writer)."""
+
+    name, model = "scripted", "scripted"
+
+    def generate(self, requests):
+        from engine.llm.base import Completion, Response
+
+        out = []
+        for r in requests:
+            step = sum(1 for m in r.messages if m["role"] == "assistant")
+            call = ({"name": "tool_reader", "arguments": {}} if step == 0 else
+                    {"name": "tool_writer", "arguments": {"text": "FACT: " + r.messages[-1]["content"][-80:]}})
+            out.append(Response((Completion(f"<tool_call>{json.dumps(call)}</tool_call>", 5),), 5, 0.0, self.name,
+                                self.model))
+        return out
+
+
+def test_gate_runs_guides_with_the_subagent_model(store, pa_folder):
+    from engine.forecast.subagent import MemoryProcessor
+
+    qs = [q for q in load_prophet_arena(pa_folder) if q.category == "Economics"][:2]
+    specs = lambda guide, paths: {n: inspect_tool(p.read_text(), LIMITS)[1] for n, p in paths.items()}  # noqa: E731
+    cand = Candidate(guide_for("tool_reader", "tool_writer"), [READER, WRITER])
+    # without the model the writer cannot get its text: rejected, nothing published
+    before = store.state_fingerprint()
+    no_model = strict_item_gate(qs, LIMITS, specs)
+    no_model.items_per_example = 1
+    with pytest.raises(AdmissionError, match="wrote no final_data.txt"):
+        store.admit(cand, no_model)
+    assert store.state_fingerprint() == before
+    # with the subagent model, as evaluation runs it, the same guide is admitted
+    model = _SubagentModel()
+    gate = strict_item_gate(qs, LIMITS, specs, processor=lambda guide, paths: MemoryProcessor(
+        guide, paths, specs(guide, paths), llm=model, mode="llm", max_steps=4, limits=LIMITS))
+    gate.items_per_example = 1
+    gid = store.admit(Candidate(guide_for("tool_reader", "tool_writer"), [READER, WRITER]), gate)
+    assert gid in store.guides and {"tool_reader", "tool_writer"} <= set(store.tools)
