@@ -5,8 +5,8 @@ of the ToT puzzle ranks 1-900, in rank order) during which experience
 accumulates, then the test split (ranks 901-1000); every method listed in
 ``methods`` runs the same stream with the same ToT search from an empty
 experience, once per seed. Experience-free methods (plain ToT) skip the
-warm-up: it cannot change them, and their test episodes keep the same ids and
-seeds, so their figures are identical either way.
+warm-up: it cannot change them, and an episode's seed comes from (run seed,
+puzzle identity, phase), not its position, so their figures are identical either way.
 
 Config keys (see configs/game24.toml): ``task``, ``methods``, ``seeds``,
 ``[protocol]``, ``[tot]``, ``[toe]``, ``[llm]``, ``[embed]``, ``[report]``, and
@@ -286,11 +286,12 @@ def run(config: dict, options) -> int:
 
 
 def _notes(exp: Game24Experiment) -> list[str]:
-    search = ("ToT search: the reference BFS (proposals as written, numbers from the model's left: text), "
-              f"value cache per {exp.tot.value_cache}")
     if exp.tot.drop_invalid_steps:
-        search += "; engine option drop_invalid_steps: verifier-rejected proposal lines dropped"
-    notes = [search + "."]
+        search = ("ToT search: the reference BFS except the engine option drop_invalid_steps "
+                  "(proposal lines the verifier rejects are dropped)")
+    else:
+        search = "ToT search: the reference BFS (proposals as written, numbers from the model's left: text)"
+    notes = [f"{search}, value cache per {exp.tot.value_cache}."]
     if any(m in TOE_NAMES for m in exp.methods):
         notes.append("ToE modes: supply = a verified stored suffix completes the branch; "
                      "guide = experience only in prompts and values.")

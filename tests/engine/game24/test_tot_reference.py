@@ -273,3 +273,16 @@ def test_episode_cache_scope_forgets_between_puzzles():
         run_method.apply([res])
         run_calls.append(res.record["calls"])
     assert run_calls[0] == calls[0] and run_calls[1] < run_calls[0]  # the second reads the run's cache
+
+
+def test_run_wide_cache_survives_a_checkpoint(tmp_path):
+    method = ToTMethod(config=ToTConfig(value_cache="run"))
+    (res,) = method.run_episodes(method.snapshot(), [Episode(0, PuzzleTask((4, 9, 10, 13)), seed=0)],
+                                 ScriptedBackend())
+    method.apply([res])
+    assert len(method.value_cache) > 0
+    method.save_state(tmp_path)
+    again = ToTMethod(config=ToTConfig(value_cache="run"))
+    again.load_state(tmp_path)
+    assert (again.value_cache.keys == method.value_cache.keys).all()
+    assert (again.value_cache.values == method.value_cache.values).all()
