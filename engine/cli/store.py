@@ -28,7 +28,8 @@ def register(subparsers) -> None:
     exp.add_argument("csv", type=Path, metavar="PATHS.csv")
     exp.set_defaults(func=_export)
 
-    app = sub.add_parser("apply", help="apply a Parquet file of updates (eid, r_<horizon>...) in row order and save")
+    app = sub.add_parser("apply", help="apply a Parquet file of updates (eid, r_<horizon>...) in row order and save; "
+                                       "eid is the store's external id (the imported CSV's eid)")
     app.add_argument("--store", type=Path, required=True, metavar="DIR")
     app.add_argument("--updates", type=Path, required=True, metavar="FILE.parquet")
     app.add_argument("--rule", choices=("formula", "asymmetric", "binary"), default="formula")
@@ -46,9 +47,11 @@ def register(subparsers) -> None:
 def _import(args) -> int:
     from engine.store.pathcsv import read_path_csv
 
-    store, renumbered = read_path_csv(args.csv, q0=args.q0, eta=args.eta)
+    store, sparse = read_path_csv(args.csv, q0=args.q0, eta=args.eta)
     ck = store.save(args.directory)
-    note = " (CSV eids renumbered to 0..n-1 in eid order)" if renumbered else ""
+    ext = store.external_ids
+    note = (f" (the CSV's eids {int(ext[0])}..{int(ext[-1])} are kept; updates and exports use them)"
+            if sparse else "")
     print(f"imported {store.n_experiences} paths, {store.n_nodes - 1} nodes into {ck}{note}")
     return 0
 
@@ -98,7 +101,8 @@ def _apply(args) -> int:
 
     store = ExperienceStore.load(args.store)
     eids, rewards = read_updates(args.updates, store.horizons)
-    store.update(eids, rewards, args.rule, eta=args.eta, q0=args.q0, eta_task=args.eta_task)
+    rows = store.rows_of(eids, name=f"updates file {args.updates}")  # external ids -> dense rows, at the boundary
+    store.update(rows, rewards, args.rule, eta=args.eta, q0=args.q0, eta_task=args.eta_task)
     ck = store.save(args.store)
     print(f"applied {len(eids)} {args.rule} updates; saved {ck}")
     return 0

@@ -5,8 +5,8 @@ of the ToT puzzle ranks 1-900, in rank order) during which experience
 accumulates, then the test split (ranks 901-1000); every method listed in
 ``methods`` runs the same stream with the same ToT search from an empty
 experience, once per seed. Experience-free methods (plain ToT) skip the
-warm-up: it cannot change them, and their test episodes keep the same ids and
-seeds, so their figures are identical either way.
+warm-up: it cannot change them, and an episode's seed comes from (run seed,
+puzzle identity, phase), not its position, so their figures are identical either way.
 
 Config keys (see configs/game24.toml): ``task``, ``methods``, ``seeds``,
 ``[protocol]``, ``[tot]``, ``[toe]``, ``[llm]``, ``[embed]``, ``[report]``, and
@@ -30,7 +30,14 @@ import numpy as np
 from engine.config import check, from_dict, to_dict
 from engine.errors import ConfigError
 from engine.game24.hooks import request_seed
-from engine.game24.methods import BASELINE_NAMES, EXPERIENCE_FREE, check_method_names, make_method
+from engine.game24.methods import (
+    BASELINE_NAMES,
+    EXPERIENCE_FREE,
+    TOE_NAMES,
+    check_method_names,
+    make_method,
+    toe_mode,
+)
 from engine.game24.tot import PuzzleTask, ToTConfig
 from engine.rounds import Episode
 
@@ -141,16 +148,48 @@ def build_stream(protocol: ProtocolConfig) -> tuple[list, list]:
     return warm, test
 
 
+def episode_seed(run_seed: int, rank: int, numbers, phase: str) -> int:
+    """An episode's seed from (run seed, puzzle identity, phase), never from its position in the stream.
+
+    So a method's test episodes draw the same numbers whatever warm-up comes
+    before them, and every method meets the same draws on the same test item.
+    """
+    return request_seed("game24", run_seed, "rank", int(rank), " ".join(map(str, numbers)), phase)
+
+
 def episodes_for(warm: list, test: list, seed: int, skip_warmup: bool = False) -> list[Episode]:
-    """The stream as episodes; ids are stream positions, seeds depend only on (run seed, position)."""
+    """The stream as episodes; ids are stream positions, seeds come from :func:`episode_seed`."""
     out = []
     for i, p in enumerate(list(warm) + list(test)):
         phase = "warmup" if i < len(warm) else "test"
         if skip_warmup and phase == "warmup":
             continue
-        task = PuzzleTask(tuple(int(x) for x in p.numbers), int(p.rank or 0))
-        out.append(Episode(i, task, seed=request_seed("game24", seed, i), phase=phase))
+        numbers = tuple(int(x) for x in p.numbers)
+        task = PuzzleTask(numbers, int(p.rank or 0), run_seed=int(seed))
+        out.append(Episode(i, task, seed=episode_seed(seed, task.rank, numbers, phase), phase=phase))
     return out
+
+
+def method_table(name: str, config: Mapping[str, Any]):
+    """The config table method ``name`` reads: none for plain ToT, ``[toe]`` for every ToE mode."""
+    if name == "tot":
+        return None
+    return config.get("toe") if name in TOE_NAMES else config.get(name)
+
+
+def row_labels(exp: Game24Experiment, config: Mapping[str, Any]) -> dict[str, str]:
+    """What each table row is: the method, its ToE mode, and the search variant when it is not the reference."""
+    from engine.game24.report import display_name
+
+    labels = {}
+    for name in exp.methods:
+        label = display_name(name)
+        if name in TOE_NAMES:
+            label = f"{display_name('toe')} ({toe_mode(name, config.get('toe'))})"
+        if exp.tot.drop_invalid_steps:
+            label += " [invalid steps dropped]"
+        labels[name] = label
+    return labels
 
 
 def _llm_factory(llm_cfg, seed: int):
@@ -185,15 +224,14 @@ def run(config: dict, options) -> int:
     learn = ("warmup", "test") if exp.protocol.learn_on_test else ("warmup",)
 
     for name in exp.methods:  # pre-flight: bad method tables or a missing extra fail before any run starts
-        make_method(name, None if name == "tot" else config.get(name), exp.tot, learn, embedder)
+        make_method(name, method_table(name, config), exp.tot, learn, embedder)
 
     records: list[dict] = []
     model = ""
     wall: dict[str, float] = {}
     n_runs = len(exp.methods) * len(exp.seeds)
     for k, (name, seed) in enumerate((m, s) for m in exp.methods for s in exp.seeds):
-        table = None if name == "tot" else config.get(name)
-        method = make_method(name, table, exp.tot, learn, embedder)
+        method = make_method(name, method_table(name, config), exp.tot, learn, embedder)
         episodes = episodes_for(warm, test, seed, skip_warmup=name in EXPERIENCE_FREE)
         executor = _executor(options)
         t0 = time.perf_counter()
@@ -215,7 +253,11 @@ def run(config: dict, options) -> int:
     model = model or _model_name(llm_cfg)
 
     summary = metrics.summarize(records, "test", exp.methods)
+    labels = row_labels(exp, config)
     for rec in summary:
+        rec["label"] = labels[rec["method"]]
+        if rec["method"] in TOE_NAMES:
+            rec["toe_mode"] = toe_mode(rec["method"], config.get("toe"))
         rec["backend"] = llm_cfg.backend
         rec["model"] = model
         rec["simulated"] = llm_cfg.backend == "simulated"
@@ -231,16 +273,29 @@ def run(config: dict, options) -> int:
     }
     report.write_episodes(records, out / "episodes.parquet")
     report.write_summary(summary, out / "summary.json", meta)
-    table = report.markdown_table(summary, llm_cfg.backend, model, exp.title)
+    table = report.markdown_table(summary, llm_cfg.backend, model, exp.title, notes=_notes(exp))
     (out / "table.md").write_text(table)
     if exp.report.plots:
         report.plot_accuracy_vs_calls(summary, out / "accuracy_vs_calls.png", llm_cfg.backend)
         report.plot_learning_curve(records, exp.methods, out / "learning_curve.png", llm_cfg.backend,
-                                   exp.report.window, test_start=len(warm))
+                                   exp.report.window, test_start=len(warm), labels=labels)
     print(table)
     print(f"results: {out}/ (episodes.parquet, summary.json, table.md"
           + (", accuracy_vs_calls.png, learning_curve.png)" if exp.report.plots else ")"))
     return 0
+
+
+def _notes(exp: Game24Experiment) -> list[str]:
+    if exp.tot.drop_invalid_steps:
+        search = ("ToT search: the reference BFS except the engine option drop_invalid_steps "
+                  "(proposal lines the verifier rejects are dropped)")
+    else:
+        search = "ToT search: the reference BFS (proposals as written, numbers from the model's left: text)"
+    notes = [f"{search}, value cache per {exp.tot.value_cache}."]
+    if any(m in TOE_NAMES for m in exp.methods):
+        notes.append("ToE modes: supply = a verified stored suffix completes the branch; "
+                     "guide = experience only in prompts and values.")
+    return notes
 
 
 def _model_name(llm_cfg) -> str:

@@ -90,9 +90,11 @@ def request_seed(*parts: object) -> int:
 class StepQuery:
     """One state of one episode at which ToT asks for experience.
 
-    ``step`` counts arithmetic steps already taken (0: the four input numbers;
+    ``step`` counts the BFS steps already taken (0: the four input numbers;
     3: the answer step, one number left). ``numbers`` is the canonical
-    (sorted, exact) multiset left; ``state`` is its text as written in the
+    (sorted, exact) multiset the model's own ``left:`` text names (the numbers
+    the next prompt is built on; ToT does not check them, so after an illegal
+    step they may differ from the true ones); ``state`` is its text as written in the
     prompts (e.g. ``"4 6 10"``) and ``key`` its 64-bit canonical key
     (:func:`engine.game24.state_key`); equality of states must be decided on
     ``numbers``, never on ``key`` alone. ``history`` holds the step lines taken

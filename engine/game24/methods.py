@@ -1,6 +1,8 @@
 """Registry of Game-of-24 methods: name -> a fresh :class:`engine.game24.tot.ToTMethod`.
 
-``tot`` (no experience), ``toe`` (ToT+ToE) and the baselines ``mem0``,
+``tot`` (no experience), ``toe`` (ToT+ToE in ``[toe] mode``), ``toe-supply`` and
+``toe-guide`` (ToT+ToE with that mode, whatever ``[toe] mode`` says, so one job
+reports both rows) and the baselines ``mem0``,
 ``memrl``, ``reme``, ``flex`` (from :mod:`engine.game24.baseline_methods`,
 imported only when one of them is asked for). Every method shares the same ToT
 search parameters; each reads its own table of the config (``[toe]``,
@@ -16,7 +18,9 @@ from engine.errors import ConfigError
 from engine.game24.tot import ToTConfig, ToTMethod
 
 BASELINE_NAMES = ("mem0", "memrl", "reme", "flex")
-METHOD_NAMES = ("tot", "toe") + BASELINE_NAMES
+TOE_MODES = ("supply", "guide")  # supply: a verified stored suffix completes the branch; guide: prompts + values
+TOE_NAMES = ("toe",) + tuple(f"toe-{m}" for m in TOE_MODES)
+METHOD_NAMES = ("tot",) + TOE_NAMES + BASELINE_NAMES
 EXPERIENCE_FREE = ("tot",)  # the warm-up stream cannot change these; the runner may skip it
 
 
@@ -25,10 +29,22 @@ def _tot(table, tot_config, learn_phases, embedder) -> ToTMethod:
     return ToTMethod("tot", None, tot_config, learn_phases)
 
 
-def _toe(table, tot_config, learn_phases, embedder) -> ToTMethod:
-    from engine.game24.toe_method import ToEConfig, make_toe_method
+def toe_mode(name: str, table: Mapping[str, Any] | None) -> str:
+    """The ToE mode method ``name`` runs in: its suffix (``toe-guide``), else ``[toe] mode`` (default supply)."""
+    if name.startswith("toe-"):
+        return name[len("toe-"):]
+    return str((table or {}).get("mode", "supply"))
 
-    return make_toe_method(tot_config, from_dict(ToEConfig, table, "toe"), "toe", learn_phases)
+
+def _toe_builder(name: str) -> Callable[..., ToTMethod]:
+    def build(table, tot_config, learn_phases, embedder) -> ToTMethod:
+        from engine.game24.toe_method import ToEConfig, make_toe_method
+
+        table = dict(table or {})
+        table["mode"] = toe_mode(name, table)
+        return make_toe_method(tot_config, from_dict(ToEConfig, table, "toe"), name, learn_phases)
+
+    return build
 
 
 def _baseline(name: str) -> Callable[..., ToTMethod]:
@@ -48,7 +64,8 @@ def _baseline(name: str) -> Callable[..., ToTMethod]:
     return build
 
 
-BUILDERS: dict[str, Callable[..., ToTMethod]] = {"tot": _tot, "toe": _toe}
+BUILDERS: dict[str, Callable[..., ToTMethod]] = {"tot": _tot}
+BUILDERS.update({name: _toe_builder(name) for name in TOE_NAMES})
 BUILDERS.update({name: _baseline(name) for name in BASELINE_NAMES})
 
 

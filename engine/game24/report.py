@@ -20,6 +20,8 @@ DISPLAY = {
     "reme": "ToT+ReMe",
     "flex": "ToT+FLEX",
     "toe": "ToT+ToE",
+    "toe-supply": "ToT+ToE (supply)",
+    "toe-guide": "ToT+ToE (guide)",
 }
 
 
@@ -52,9 +54,11 @@ def write_summary(summary: Sequence[Mapping[str, Any]], path: Path, meta: Mappin
 
 
 def markdown_table(summary: Sequence[Mapping[str, Any]], backend: str, model: str = "",
-                   title: str = "Game of 24, ToT test split") -> str:
+                   title: str = "Game of 24, ToT test split", notes: Sequence[str] = ()) -> str:
     """The paper's Table 2 layout (Method | Accuracy | Avg. Calls) plus first-output accuracy,
-    samples, tokens and wall time per puzzle; mean over seeds, +- std across seeds."""
+    samples, tokens and wall time per puzzle; mean over seeds, +- std across seeds.
+
+    A record's ``label`` (the method with its ToE mode or search variant) names its row."""
     sim = backend == "simulated"
     lines = [
         f"**{title}** - backend: {backend_label(backend, model)}",
@@ -63,7 +67,8 @@ def markdown_table(summary: Sequence[Mapping[str, Any]], backend: str, model: st
         "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for rec in summary:
-        name = display_name(rec["method"]) + (" [simulated]" if sim else "")
+        name = rec.get("label") or display_name(rec["method"])
+        name += " [simulated]" if sim else ""
         lines.append(
             f"| {name} | {100 * rec['acc_any']:.1f}% ± {100 * rec['acc_any_std']:.1f} "
             f"| {100 * rec['acc_first']:.1f}% | {rec['calls']:.1f} ± {rec['calls_std']:.1f} "
@@ -71,6 +76,7 @@ def markdown_table(summary: Sequence[Mapping[str, Any]], backend: str, model: st
         )
     n = summary[0]["n_puzzles"] if summary else 0
     lines += ["", f"Per test puzzle ({n} puzzles), mean over seeds ± std across seeds."]
+    lines += list(notes)
     if sim:
         lines.append("SIMULATED: produced by the seeded simulated Game-of-24 policy, a test harness, not a model.")
     return "\n".join(lines) + "\n"
@@ -87,7 +93,7 @@ def plot_accuracy_vs_calls(summary: Sequence[Mapping[str, Any]], path: Path, bac
     for i, rec in enumerate(summary):
         # A legend, not point labels: methods with near-equal cost and accuracy overlap.
         ax.errorbar(rec["calls"], 100 * rec["acc_any"], xerr=rec["calls_std"], yerr=100 * rec["acc_any_std"],
-                    fmt=markers[i % len(markers)], capsize=3, label=display_name(rec["method"]))
+                    fmt=markers[i % len(markers)], capsize=3, label=rec.get("label") or display_name(rec["method"]))
     ax.legend(fontsize=8, loc="best")
     ax.set_xlabel("LLM calls per test puzzle")
     ax.set_ylabel("accuracy, any of b (%)")
@@ -100,7 +106,8 @@ def plot_accuracy_vs_calls(summary: Sequence[Mapping[str, Any]], path: Path, bac
 
 
 def plot_learning_curve(records: Sequence[Mapping[str, Any]], methods: Sequence[str], path: Path,
-                        backend: str, window: int = 50, test_start: int | None = None) -> None:
+                        backend: str, window: int = 50, test_start: int | None = None,
+                        labels: Mapping[str, str] | None = None) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -109,9 +116,10 @@ def plot_learning_curve(records: Sequence[Mapping[str, Any]], methods: Sequence[
     fig, (ax, ax2) = plt.subplots(1, 2, figsize=(12, 4.5))
     for method in methods:
         x, acc = learning_curve(records, method, window)
-        ax.plot(x, 100 * acc, marker=".", label=display_name(method))
+        label = (labels or {}).get(method) or display_name(method)
+        ax.plot(x, 100 * acc, marker=".", label=label)
         x, calls = learning_curve(records, method, window, field="calls")
-        ax2.plot(x, calls, marker=".", label=display_name(method))
+        ax2.plot(x, calls, marker=".", label=label)
     for a in (ax, ax2):
         if test_start is not None:
             a.axvline(test_start, color="grey", linestyle="--", linewidth=1)

@@ -28,13 +28,16 @@ NODE_COLUMNS: dict[str, tuple[str, str | None]] = {
 EXPERIENCE_COLUMNS: dict[str, tuple[str, str | None]] = {
     "path": ("i8", "L"),  # node ids root-to-leaf (root excluded), -1 after the leaf
     "created": ("f8", None),  # creation time, seconds since the epoch
+    # the experience's external id (a path CSV's eid); strictly increasing with the row, so the
+    # boundary maps ids to dense rows with np.searchsorted; = the row for stores never imported
+    "external_id": ("i8", None),
 }
 # packed block fields: name -> (first column, width) given H horizons
 BLOCK_FIELDS = ("reliability", "hit", "recall")
 
 # persisted subsets (the rest is rebuilt on load from these)
 NODE_PERSISTED = ("parent", "depth", "key")
-EXPERIENCE_PERSISTED = ("path", "created")
+EXPERIENCE_PERSISTED = ("path", "created", "external_id")
 
 
 def block_width(n_horizons: int) -> int:

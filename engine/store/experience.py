@@ -219,6 +219,7 @@ class ExperienceStore(StoreReader):
                     pos += len(data)
                     ends[first_new + j] = pos
                 self._append_text(b"".join(parts))
+            self._number_new_rows(self._n_exp, int(n_exp))
             self._n_nodes, self._n_exp = int(n_nodes), int(n_exp)
             start += int(done)
             if start < b:  # out of room: grow (doubling) and go on; a cut path is retried
@@ -226,6 +227,23 @@ class ExperienceStore(StoreReader):
                     self._reserve_experiences(self._n_exp + 1)
                 self._reserve_nodes(self._n_nodes + self.depth)
         return out
+
+    def _number_new_rows(self, old: int, new: int) -> None:
+        """External ids of appended rows: one past the last one (= the row for a store never imported)."""
+        ext = self._exp["external_id"]
+        first = int(ext[old - 1]) + 1 if old else 0
+        ext[old:new] = first + np.arange(new - old, dtype=np.int64)
+
+    def set_external_ids(self, external_ids) -> None:
+        """Overwrite every experience's external id (imports): ``i8[n]``, strictly increasing with the row."""
+        ids = V.int_array(external_ids, "external_ids")
+        if ids.shape != (self._n_exp,):
+            raise InputError(f"external_ids must have one entry per experience ({self._n_exp}), got {ids.shape[0]}")
+        if ids.size and (ids[0] < 0 or (np.diff(ids) <= 0).any()):
+            i = 0 if ids[0] < 0 else int(np.flatnonzero(np.diff(ids) <= 0)[0]) + 1
+            raise InputError(f"external_ids must be non-negative and strictly increasing with the row; "
+                             f"entry {i} is {int(ids[i])}")
+        self._exp["external_id"][: self._n_exp] = ids
 
     # --- counters -------------------------------------------------------------------------
     def record_recall(self, eids, counts=None) -> None:
@@ -390,7 +408,7 @@ class ExperienceStore(StoreReader):
         """Allocated bytes per part and raw bytes of the used rows at the columns' logical dtypes.
 
         ``raw_experiences``/``raw_nodes``: every declared column (experience:
-        Q H x f8, hit i8, recall i8, path L x i8, created f8; node: all of
+        Q H x f8, hit i8, recall i8, path L x i8, created f8, external_id i8; node: all of
         :data:`columns.NODE_COLUMNS` plus the text bytes). ``raw_persisted``:
         only what a checkpoint stores (node parent, depth, key, text).
         """

@@ -5,13 +5,17 @@ One row per root-to-leaf path: the level columns (``industry``, ``factor``,
 horizon ``q_<horizon>`` (``q_h10``, ``q_h20``, ``q_h40``), then ``recall``,
 ``hit`` and ``eid``. Shorter paths leave their trailing level cells empty.
 
-On import, rows are added in ascending ``eid`` order; the store numbers its
-experiences 0..n-1, so CSV eids that are not exactly 0..n-1 are renumbered
-(in the same order) and :func:`read_path_csv` reports it.
+On import, rows are added in ascending ``eid`` order and every ``eid`` is kept
+as the experience's external id (:attr:`ExperienceStore.external_ids`):
+updates keyed by the CSV's eids apply through :meth:`ExperienceStore.rows_of`,
+and export writes them back. Internally rows stay dense (0..n-1), which is
+what the compiled kernels index. An eid must be a non-negative integer,
+unique in the file; a bad one is refused with the CSV line that holds it.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -22,8 +26,23 @@ from engine.store.experience import ExperienceStore
 FIXED_TAIL = ("recall", "hit", "eid")
 
 
+_EID = re.compile(r"^\s*\+?(\d+)\s*$")
+
+
+def _parse_eids(path: Path, cells: list) -> np.ndarray:
+    """The eid column as ``i8[n]``; a cell that is not a non-negative integer is refused with its CSV line."""
+    out = np.empty(len(cells), dtype=np.int64)
+    for i, cell in enumerate(cells):
+        m = _EID.match(cell) if cell is not None else None
+        if m is None or int(m.group(1)) >= 2**63:
+            raise InputError(f"{path}: row {i + 2} has eid {cell!r}; an eid must be a non-negative integer")
+        out[i] = int(m.group(1))
+    return out
+
+
 def read_path_csv(path, **store_kwargs) -> tuple[ExperienceStore, bool]:
-    """Build a store from a path CSV. Returns ``(store, renumbered)``.
+    """Build a store from a path CSV. Returns ``(store, sparse)``: ``sparse`` when the CSV's eids
+    (kept as external ids) are not exactly the dense rows 0..n-1.
 
     Level columns are the columns before the first ``q_`` column; horizons are
     taken from the ``q_<horizon>`` columns. ``store_kwargs`` go to
@@ -54,21 +73,25 @@ def read_path_csv(path, **store_kwargs) -> tuple[ExperienceStore, bool]:
     types = {c: pa.string() for c in levels}
     types.update({q: pa.float64() for q in qcols})
     types.update({c: pa.int64() for c in FIXED_TAIL})
+    types["eid"] = pa.string()  # parsed below, so a bad cell is named with its row
     try:
         table = pcsv.read_csv(path, convert_options=pcsv.ConvertOptions(
             column_types=types, strings_can_be_null=True, quoted_strings_can_be_null=False))
     except pa.ArrowInvalid as exc:
         raise InputError(f"{path} could not be parsed: {exc}") from exc
     n = table.num_rows
-    for c in qcols + list(FIXED_TAIL):
+    for c in qcols + ["recall", "hit"]:
         if table.column(c).null_count:
             raise InputError(f"{path}: column {c} has empty cells")
     q = np.stack([table.column(c).to_numpy() for c in qcols], axis=1).astype(np.float64) if n else np.zeros((0, len(qcols)))
     recall = table.column("recall").to_numpy().astype(np.int64)
     hit = table.column("hit").to_numpy().astype(np.int64)
-    eid = table.column("eid").to_numpy().astype(np.int64)
-    if n and np.unique(eid).shape[0] != n:
-        raise InputError(f"{path}: eid values must be unique")
+    eid = _parse_eids(path, table.column("eid").to_pylist())
+    order = np.argsort(eid, kind="stable")
+    same = np.flatnonzero(np.diff(eid[order]) == 0) if n else np.zeros(0, np.int64)
+    if same.size:
+        a, b = sorted((int(order[same[0]]) + 2, int(order[same[0] + 1]) + 2))
+        raise InputError(f"{path}: eid values must be unique; rows {a} and {b} both have eid {int(eid[order[same[0]]])}")
     level_cols = [table.column(c).to_pylist() for c in levels]
     paths = []
     for i in range(n):
@@ -80,7 +103,6 @@ def read_path_csv(path, **store_kwargs) -> tuple[ExperienceStore, bool]:
         paths.append(p)
     store = ExperienceStore(horizons=horizons, depth=len(levels), levels=levels,
                             capacity=max(n, 1), **store_kwargs)
-    order = np.argsort(eid, kind="stable")
     if n and not np.isfinite(q).all():
         raise InputError(f"{path}: q columns must be finite numbers")
     eids = store.add_paths([paths[i] for i in order])
@@ -90,12 +112,13 @@ def read_path_csv(path, **store_kwargs) -> tuple[ExperienceStore, bool]:
         raise InputError(f"{path}: rows {rows} repeat the same path")
     store.set_reliability(eids, q[order])
     store.set_counts(eids, recall[order], hit[order])
-    renumbered = bool(n) and not np.array_equal(eid[order], np.arange(n))
-    return store, renumbered
+    store.set_external_ids(eid[order])  # rows were added in eid order, so eids[k] == k
+    sparse = bool(n) and not np.array_equal(eid[order], np.arange(n))
+    return store, sparse
 
 
 def write_path_csv(store, path) -> int:
-    """Write one row per experience (eid order); returns the number of rows."""
+    """Write one row per experience (row order = eid order), eid = the external id; returns the row count."""
     import pyarrow as pa
     import pyarrow.csv as pcsv
 
@@ -113,7 +136,7 @@ def write_path_csv(store, path) -> int:
         cols[f"q_{h}"] = pa.array(np.ascontiguousarray(rel[:, j]))
     cols["recall"] = pa.array(store.recall)
     cols["hit"] = pa.array(store.hit)
-    cols["eid"] = pa.array(np.arange(n, dtype=np.int64))
+    cols["eid"] = pa.array(np.ascontiguousarray(store.external_ids))
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
     pcsv.write_csv(pa.table(cols), tmp)

@@ -42,6 +42,11 @@ from engine.store import columns as C
 from engine.store.ledger import LEDGER_COLUMNS, FeedbackLedger
 from engine.fsutil import fsync_dir as _fsync_dir, fsync_file as _fsync_file
 
+# 1-D experience columns persisted as themselves; a checkpoint written before a column existed
+# loads it from its default (external_id: the row)
+_PERSISTED_1D = tuple(n for n in C.EXPERIENCE_PERSISTED if C.EXPERIENCE_COLUMNS[n][1] is None)
+_PERSISTED_DEFAULT = {"external_id": lambda n: np.arange(n, dtype=np.int64)}
+
 FORMAT = "toe-experience-store"
 SCHEMA_VERSION = 1
 CURRENT = "CURRENT"
@@ -125,7 +130,8 @@ def _experience_table(store):
         cols[f"q_{h}"] = pa.array(np.ascontiguousarray(blk[:, j]))
     cols["recall"] = pa.array(blk[:, C.recall_col(H)].astype(np.int64))
     cols["hit"] = pa.array(blk[:, C.hit_col(H)].astype(np.int64))
-    cols["created"] = pa.array(np.ascontiguousarray(store._exp["created"][:n]))
+    for name in _PERSISTED_1D:  # created, external_id (engine.store.columns)
+        cols[name] = pa.array(np.ascontiguousarray(store._exp[name][:n]))
     return pa.table(cols)
 
 
@@ -377,9 +383,20 @@ def _load(directory):
         raise PersistenceError(f"{ck / MANIFEST} has bad parameters: {exc}") from exc
     H, L = store.n_horizons, store.depth
     nodes = _read_table(ck / "nodes.parquet", {"id": "i8", "parent": "i8", "depth": "i8", "key": "u8", "text": "str"}, n_nodes)
+    import pyarrow.parquet as pq
+
+    try:
+        present = set(pq.read_schema(ck / "experiences.parquet").names)
+    except (pa.ArrowException, OSError) as exc:
+        raise PersistenceError(f"{ck / 'experiences.parquet'} is not a readable Parquet file: {exc}") from exc
     ecols = {"eid": "i8", **{f"path_{i + 1}": "i8" for i in range(L)}, **{f"q_{h}": "f8" for h in store.horizons},
-             "recall": "i8", "hit": "i8", "created": "f8"}
+             "recall": "i8", "hit": "i8",
+             **{c: C.EXPERIENCE_COLUMNS[c][0] for c in _PERSISTED_1D
+                if c in present or c not in _PERSISTED_DEFAULT}}
     exps = _read_table(ck / "experiences.parquet", ecols, n_exp)
+    for c in _PERSISTED_1D:
+        if c not in exps:
+            exps[c] = _PERSISTED_DEFAULT[c](n_exp)
     led = _read_table(ck / "ledger.parquet", dict(LEDGER_COLUMNS), n_led)
 
     bad = lambda what: PersistenceError(f"checkpoint {ck}: {what}")  # noqa: E731
@@ -418,7 +435,11 @@ def _load(directory):
     store._reserve_experiences(n_exp)
     path = np.stack([exps[f"path_{i + 1}"] for i in range(L)], axis=1) if n_exp else np.zeros((0, L), np.int64)
     store._exp["path"][:n_exp] = path
-    store._exp["created"][:n_exp] = exps["created"]
+    for c in _PERSISTED_1D:
+        store._exp[c][:n_exp] = exps[c]
+    ext = exps["external_id"]
+    if n_exp and (ext[0] < 0 or (np.diff(ext) <= 0).any()):
+        raise bad("external ids must be non-negative and strictly increasing with the row")
     first = KT.link_experiences(store._exp["path"], n_exp, nd["parent"], n_nodes, nd["eid"])
     if first >= 0:
         raise bad(f"experience {first} has an invalid path")

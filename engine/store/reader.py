@@ -103,6 +103,29 @@ class StoreReader:
         return self._ro(self._exp["created"][: self._n_exp])
 
     @property
+    def external_ids(self) -> np.ndarray:
+        """External ids ``i8[n]`` (a path CSV's ``eid`` values), strictly increasing with the row."""
+        return self._ro(self._exp["external_id"][: self._n_exp])
+
+    def rows_of(self, external_ids, name: str = "eids") -> np.ndarray:
+        """Dense rows ``i8[b]`` (what kernels and every other method take) of external ids.
+
+        One ``np.searchsorted`` over the sorted external-id column; raises
+        :class:`StoreError` naming the first id the store does not hold.
+        """
+        ids = V.int_array(external_ids, name)
+        ext = self._exp["external_id"][: self._n_exp]
+        rows = np.searchsorted(ext, ids)
+        bad = np.flatnonzero((rows >= ext.shape[0]) | (ext[np.minimum(rows, max(ext.shape[0] - 1, 0))] != ids)
+                            if ext.shape[0] else np.ones(ids.shape[0], bool))
+        if bad.size:
+            i = int(bad[0])
+            raise StoreError(f"unknown eid {int(ids[i])} at position {i} of {name}; the store holds "
+                             f"{self._n_exp} experiences" + (f" with eids {int(ext[0])}..{int(ext[-1])}"
+                                                             if ext.shape[0] else ""))
+        return rows.astype(np.int64)
+
+    @property
     def paths(self) -> np.ndarray:
         """Node ids ``i8[n, L]`` of each experience's path (root excluded), -1 after the leaf."""
         return self._ro(self._exp["path"][: self._n_exp])

@@ -29,7 +29,8 @@ def test_tiny_end_to_end(tmp_path, capsys):
     opts = RunOptions(config_path=Path("x.toml"), out=tmp_path, progress=False)
     assert run(cfg, opts) == 0
     printed = capsys.readouterr().out
-    assert "ToT+ToE [simulated]" in printed and "SIMULATED" in printed
+    assert "ToT+ToE (supply) [simulated]" in printed and "SIMULATED" in printed
+    assert "ToE modes: supply" in printed and "value cache per episode" in printed
     for name in ("episodes.parquet", "summary.json", "table.md", "accuracy_vs_calls.png", "learning_curve.png"):
         assert (tmp_path / name).is_file(), name
     data = json.loads((tmp_path / "summary.json").read_text())
@@ -78,7 +79,8 @@ def test_shipped_configs_parse():
         assert exp.methods and exp.seeds
         assert load_llm_config(cfg).backend == ("local" if "local" in name else "simulated")
     full = parse_config(load_toml(REPO / "configs" / "game24.toml"))
-    assert set(full.methods) == {"tot", "toe", "mem0", "memrl", "reme", "flex"} and len(full.seeds) == 3
+    assert set(full.methods) == {"tot", "toe-supply", "toe-guide", "mem0", "memrl", "reme", "flex"}
+    assert len(full.seeds) == 3
 
 
 def test_config_errors():
@@ -121,3 +123,85 @@ def test_toe_beats_tot_at_fewer_calls_on_the_simulated_policy(tmp_path):
     assert s["toe"]["acc_any"] > s["tot"]["acc_any"]
     assert s["toe"]["calls"] < 0.5 * s["tot"]["calls"]
     assert 35 <= s["tot"]["calls"] <= 65  # calibrated near ToT's published ~50 calls per puzzle
+
+
+def _records(path):
+    import pyarrow.parquet as pq
+
+    return pq.read_table(path / "episodes.parquet").to_pylist()
+
+
+def test_both_toe_modes_are_labelled_rows(tmp_path):
+    cfg = _tiny(["tot", "toe-supply", "toe-guide"], warmup_sample=4, test_limit=3)
+    cfg.update(seeds=[0], report={"plots": False}, toe={"mode": "guide"})  # the suffix wins over [toe] mode
+    run(cfg, RunOptions(config_path=Path("x.toml"), out=tmp_path, progress=False))
+    data = json.loads((tmp_path / "summary.json").read_text())
+    modes = {m["method"]: m.get("toe_mode") for m in data["methods"]}
+    assert modes == {"tot": None, "toe-supply": "supply", "toe-guide": "guide"}
+    table = (tmp_path / "table.md").read_text()
+    assert "| ToT+ToE (supply) [simulated] |" in table and "| ToT+ToE (guide) [simulated] |" in table
+    guide = [r for r in _records(tmp_path) if r["method"] == "toe-guide"]
+    assert guide and not any(r["by_experience"] for r in guide)  # guide never completes a branch itself
+    with pytest.raises(ConfigError, match="toe.mode"):
+        make_method("toe", {"mode": "x"})
+
+
+def test_drop_invalid_steps_is_a_labelled_variant(tmp_path):
+    cfg = _tiny(["tot"], warmup_sample=0, test_limit=2)
+    cfg.update(seeds=[0], report={"plots": False}, tot={"drop_invalid_steps": True})
+    run(cfg, RunOptions(config_path=Path("x.toml"), out=tmp_path, progress=False))
+    table = (tmp_path / "table.md").read_text()
+    assert "| ToT (Yao et al. 2023) [invalid steps dropped] [simulated] |" in table
+    assert "drop_invalid_steps" in table
+    meta = json.loads((tmp_path / "summary.json").read_text())["meta"]
+    assert meta["tot"]["drop_invalid_steps"] is True and meta["tot"]["value_cache"] == "episode"
+    with pytest.raises(ConfigError, match="tot.value_cache must be one of episode, run"):
+        parse_config({"task": "game24", "tot": {"value_cache": "global"}})
+
+
+def test_warmup_does_not_change_tot_test_records(tmp_path):
+    """Seeds come from (run seed, puzzle rank, phase): the warm-up before ToT's test episodes changes nothing."""
+    drop = {"episode_id", "wall_s", "llm_latency_s"}
+    got = []
+    for sub, warm in (("a", 7), ("b", 0)):
+        cfg = _tiny(["tot"], warmup_sample=warm, test_limit=4)
+        cfg.update(seeds=[2], report={"plots": False})
+        run(cfg, RunOptions(config_path=Path("x.toml"), out=tmp_path / sub, progress=False))
+        got.append([{k: v for k, v in r.items() if k not in drop} for r in _records(tmp_path / sub)])
+    assert got[0] == got[1] and len(got[0]) == 4
+
+
+def test_every_method_meets_the_same_draws_on_a_test_item():
+    from engine.game24.tot import ToTConfig
+
+    warm, test = build_stream(parse_config(_tiny(["tot"], warmup_sample=5, test_limit=3)).protocol)
+    seen = {}
+    for name in ("tot", "toe", "mem0"):
+        eps = episodes_for(warm, test, seed=4, skip_warmup=name == "tot")
+        seen[name] = {e.payload.rank: e.seed for e in eps if e.phase == "test"}
+    assert seen["tot"] == seen["toe"] == seen["mem0"] and len(set(seen["tot"].values())) == 3
+    # the first request of a test episode (before any experience can differ) is the same for every method
+    firsts = {}
+    for name in ("tot", "toe"):
+        method = make_method(name, None, ToTConfig())
+        llm = _FirstRequest()
+        ep = [e for e in episodes_for(warm, test, seed=4) if e.phase == "test"][:1]
+        method.run_episodes(method.snapshot(), ep, llm)
+        firsts[name] = llm.first
+    assert firsts["tot"] == firsts["toe"]
+
+
+class _FirstRequest:
+    """The simulated backend, remembering the first request's prompt and seed."""
+
+    name = "simulated"
+
+    def __init__(self):
+        from engine.llm.simulated_game24 import SimulatedGame24Backend
+
+        self.inner, self.first, self.model = SimulatedGame24Backend(), None, "sim"
+
+    def generate(self, requests):
+        if self.first is None:
+            self.first = (requests[0].prompt, requests[0].seed)
+        return self.inner.generate(requests)

@@ -84,9 +84,9 @@ def _episodes(puzzles, seed0=7):
     return [Episode(i, PuzzleTask(tuple(p)), seed=seed0 + i) for i, p in enumerate(puzzles)]
 
 
-def test_bfs_requests_scoring_and_selection():
+def test_bfs_with_drop_invalid_steps():
     llm = Scripted()
-    method = ToTMethod(config=ToTConfig(breadth=2))
+    method = ToTMethod(config=ToTConfig(breadth=2, drop_invalid_steps=True))
     (res,) = method.run_episodes(method.snapshot(), _episodes([(4, 9, 10, 13)]), llm)
     # 4 steps x (propose batch, value batch) = 8 generate calls
     assert len(llm.batches) == 8

@@ -8,7 +8,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from engine.cli import main
-from engine.errors import InputError
+from engine.errors import InputError, StoreError
 from engine.store import ExperienceStore
 from engine.store.pathcsv import read_path_csv, write_path_csv
 
@@ -150,3 +150,87 @@ def test_cli_errors(tmp_path, capsys):
     assert "does not exist" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["store", "apply", "--store", str(tmp_path / "s"), "--updates", "u.parquet", "--rule", "magic"])
+
+
+SPARSE = """a,b,q_h1,recall,hit,eid
+x,y,1.5,4,2,1211
+x,z,0.5,3,0,1040
+w,v,1.0,0,0,77
+"""
+
+
+def test_store_keeps_csv_eids_through_import_save_apply_export(tmp_path, capsys):
+    """The CSV's eids are the store's external ids: kept by import, save/load and export; keys of updates."""
+    csv = tmp_path / "sparse.csv"
+    csv.write_text(SPARSE)
+    d = tmp_path / "store"
+    assert main(["store", "import", str(csv), str(d)]) == 0
+    assert "eids 77..1211 are kept" in capsys.readouterr().out
+    st = ExperienceStore.load(d)
+    np.testing.assert_array_equal(st.external_ids, [77, 1040, 1211])  # rows are dense, in eid order
+    np.testing.assert_array_equal(st.rows_of([1211, 77]), [2, 0])
+    assert st.path_texts(int(st.rows_of([1211])[0])) == ["x", "y"]
+
+    upd = tmp_path / "u.parquet"  # keyed by the CSV's own eids
+    pq.write_table(pa.table({"eid": [1211, 77], "r_h1": [-1.0, 1.0]}), upd)
+    assert main(["store", "apply", "--store", str(d), "--updates", str(upd), "--rule", "binary"]) == 0
+    st = ExperienceStore.load(d)
+    np.testing.assert_array_equal(st.reliability[:, 0], [1.0, 0.5, 0.0])  # 77 -> r=1, 1040 untouched, 1211 -> 0
+
+    out = tmp_path / "out.csv"
+    assert main(["store", "export", str(d), str(out)]) == 0
+    back, sparse = read_path_csv(out)
+    assert sparse
+    rows = {line.split(",")[-1]: line for line in out.read_text().splitlines()[1:]}
+    assert set(rows) == {"77", "1040", "1211"} and rows["1040"].replace('"', "").startswith("x,z,0.5")
+    np.testing.assert_array_equal(back.external_ids, st.external_ids)
+
+    bad = tmp_path / "bad.parquet"
+    pq.write_table(pa.table({"eid": [77, 5], "r_h1": [1.0, 1.0]}), bad)
+    before = (d / "CURRENT").read_text()
+    capsys.readouterr()
+    assert main(["store", "apply", "--store", str(d), "--updates", str(bad)]) != 0
+    assert "unknown eid 5 at position 1" in capsys.readouterr().err
+    assert (d / "CURRENT").read_text() == before  # nothing saved
+    with pytest.raises(StoreError, match="unknown eid 5 at position 1"):
+        st.rows_of([77, 5])
+
+
+def test_rows_appended_after_an_import_get_fresh_external_ids(tmp_path):
+    csv = tmp_path / "sparse.csv"
+    csv.write_text(SPARSE)
+    st, _ = read_path_csv(csv)
+    (new,) = st.add_paths([["q", "r"]])
+    assert new == 3 and st.external_ids[-1] == 1212
+    st.save(tmp_path / "s")
+    np.testing.assert_array_equal(ExperienceStore.load(tmp_path / "s").external_ids, [77, 1040, 1211, 1212])
+    view = ExperienceStore.from_snapshot(st.snapshot())
+    np.testing.assert_array_equal(view.rows_of([1212, 1040]), [3, 1])
+    plain = ExperienceStore(depth=2)
+    plain.add_paths([["a", "b"], ["a", "c"]])
+    np.testing.assert_array_equal(plain.external_ids, [0, 1])  # never imported: the id is the row
+    with pytest.raises(InputError, match="strictly increasing"):
+        plain.set_external_ids([5, 5])
+
+
+@pytest.mark.parametrize(
+    "rows, match",
+    [
+        ("x,y,1,1,0,12\nx,z,1,1,0,12\n", "rows 2 and 3 both have eid 12"),
+        ("x,y,1,1,0,4\nx,z,1,1,0,3.5\n", r"row 3 has eid '3.5'; an eid must be a non-negative integer"),
+        ("x,y,1,1,0,abc\n", r"row 2 has eid 'abc'"),
+        ("x,y,1,1,0,-4\n", r"row 2 has eid '-4'"),
+        ("x,y,1,1,0,\n", r"row 2 has eid None"),
+    ],
+)
+def test_bad_csv_eids_are_refused_with_their_row(tmp_path, rows, match, capsys):
+    import re
+
+    p = tmp_path / "bad.csv"
+    p.write_text("a,b,q_h1,recall,hit,eid\n" + rows)
+    with pytest.raises(InputError, match=match):
+        read_path_csv(p)
+    d = tmp_path / "store"
+    assert main(["store", "import", str(p), str(d)]) != 0
+    assert re.search(match, capsys.readouterr().err)
+    assert not d.exists() or not any(d.iterdir())  # nothing written
