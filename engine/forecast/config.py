@@ -63,10 +63,14 @@ class RunConfig:
 class SubagentConfig:
     mode: str = "llm"
     max_steps: int = 4
+    max_tokens: int = 256  # per subagent reply
+    max_chars: int = 4000  # factual memory kept per item
 
     def __post_init__(self):
         check(self.mode in ("llm", "pipeline"), f"subagent.mode must be 'llm' or 'pipeline', got {self.mode!r}")
         check(self.max_steps >= 1, f"subagent.max_steps must be >= 1, got {self.max_steps}")
+        check(self.max_tokens >= 16, f"subagent.max_tokens must be >= 16, got {self.max_tokens}")
+        check(self.max_chars >= 100, f"subagent.max_chars must be >= 100, got {self.max_chars}")
 
 
 @dataclass(frozen=True)

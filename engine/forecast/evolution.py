@@ -204,19 +204,21 @@ class Runner:
 
     def __init__(self, llm, search, agent_cfg: AgentConfig, workspace: Path, store: ProceduralStore,
                  subagent_mode: str = "llm", subagent_steps: int = 4, limits=None,
-                 metric: ValidationMetric | None = None):
+                 metric: ValidationMetric | None = None, subagent_tokens: int = 256, subagent_chars: int = 4000):
         self.llm, self.search, self.agent_cfg = llm, search, agent_cfg
         self.metric = metric or BRIER
         self.workspace = Path(workspace)
         self.store = store
         self.subagent_mode, self.subagent_steps = subagent_mode, subagent_steps
+        self.subagent_tokens, self.subagent_chars = subagent_tokens, subagent_chars
         self.limits = limits or store.limits
         self._runs = 0
 
     def processor(self, guide: dict, paths: dict) -> MemoryProcessor:
         specs = {n: (self.store.tools[n].spec if n in self.store.tools else _staged_spec(paths[n])) for n in paths}
         return MemoryProcessor(guide, paths, specs, llm=self.llm, mode=self.subagent_mode,
-                               max_steps=self.subagent_steps, limits=self.limits)
+                               max_steps=self.subagent_steps, limits=self.limits, max_tokens=self.subagent_tokens,
+                               max_chars=self.subagent_chars)
 
     def rollouts(self, questions, guide: dict, paths: dict, bank=()):
         self._runs += 1

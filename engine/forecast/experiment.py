@@ -97,7 +97,8 @@ def run(config: dict, options) -> int:
                 store = ProceduralStore(ws / "procedural", cfg.sandbox)
                 seed_gid = store.seed(seed_tool_sources(), DEFAULT_GUIDE)
                 runner = Runner(llm, search, cfg.agent, ws / "rollouts", store, cfg.subagent.mode,
-                                cfg.subagent.max_steps, cfg.sandbox)
+                                cfg.subagent.max_steps, cfg.sandbox,
+                                subagent_tokens=cfg.subagent.max_tokens, subagent_chars=cfg.subagent.max_chars)
             details, notes = {}, []
             for method in cfg.run.methods:
                 if method in ROW_NAMES:
@@ -124,7 +125,8 @@ def run(config: dict, options) -> int:
                     continue
                 acfg = replace(cfg.agent, mode=method)
                 r = Runner(llm, search, acfg, ws / f"rollouts-{method}", store, cfg.subagent.mode,
-                           cfg.subagent.max_steps, cfg.sandbox)
+                           cfg.subagent.max_steps, cfg.sandbox,
+                                subagent_tokens=cfg.subagent.max_tokens, subagent_chars=cfg.subagent.max_chars)
                 eps = r.rollouts(evaluated, store.guides[seed_gid], store.tool_paths(store.guides[seed_gid]["tool_names"]))
                 name = {"foredreamer": "ForeDreamer (seed guide, empty bank)", "full_text": "Full Text",
                         "rag": "RAG", "no_information": "No Information (model, no search)"}[method]

@@ -235,7 +235,8 @@ def run(config: dict, options) -> int:
                 continue
             acfg = replace(cfg.agent, mode=method)
             r = FutureXRunner(llm, corpus, acfg, ws / f"rollouts-{method}", store, cfg.subagent.mode,
-                              cfg.subagent.max_steps, cfg.sandbox, metric=metric)
+                              cfg.subagent.max_steps, cfg.sandbox, metric=metric,
+                              subagent_tokens=cfg.subagent.max_tokens, subagent_chars=cfg.subagent.max_chars)
             if method == "foredreamer" and cfg.run.evolve:
                 new_rows, late_e = _evolved_rows(cfg, llm, r, store, evo, evaluated, metric, tag, details)
                 rows += new_rows

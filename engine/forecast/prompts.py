@@ -89,10 +89,12 @@ def prophet_prompt(q, bank, sources_context: str = "", search_note: str = "") ->
         f"Market context (snapshot {q.snapshot_time.isoformat()}):\n" + "\n".join(market_lines) + "\n\n"
         f"Evidence:\n{sources_context or '(use the search tool to gather evidence)'}\n\n"
         "Final answer requirements:\nReply with exactly one JSON object, no markdown fences:\n"
-        '{\n  "rationale": "<short evidence-based rationale>",\n  "probabilities": {\n    ' + example + "\n  }\n}\n"
+        '{\n  "rationale": "<a detailed rationale that cites and evaluates the most relevant evidence>",\n'
+        '  "probabilities": {\n    ' + example + "\n  }\n}\n"
         "Requirements:\n- Use exactly the listed outcome names, case-sensitive.\n- Do not add outcomes.\n"
         "- Every listed outcome appears exactly once.\n- Every probability is a number between 0 and 1.\n"
-        "- Keep the rationale short."
+        "- Give a detailed rationale: cite and evaluate the most relevant evidence, explain its limits, and "
+        "discuss uncertainties or conflicting signals (Prompt 4)."
     )
 
 

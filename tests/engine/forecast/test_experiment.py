@@ -93,3 +93,17 @@ def test_memory_baseline_rows_without_a_memguide_store(pa_folder, tmp_path, caps
     for method in ("mem0", "memrl", "reme", "flex"):
         for d in summary["details"][method]:
             assert d["evidence"] and d["evidence"][0]["written"] and not d["failed"]
+
+
+def test_subagent_budget_is_configurable_and_reaches_the_subagent(pa_folder, tmp_path):
+    from engine.forecast.evolution import Runner
+
+    cfg = load_forecast_config({"data": {"path": str(pa_folder)}, "subagent": {"max_tokens": 99, "max_chars": 1234}})
+    assert (cfg.subagent.max_tokens, cfg.subagent.max_chars) == (99, 1234)
+    store = type("S", (), {"limits": cfg.sandbox, "tools": {}})()
+    runner = Runner(None, None, cfg.agent, tmp_path, store, subagent_tokens=cfg.subagent.max_tokens,
+                    subagent_chars=cfg.subagent.max_chars)
+    proc = runner.processor({"guide_name": "g", "prompt": "p", "tool_names": []}, {})
+    assert (proc.max_tokens, proc.max_chars) == (99, 1234)
+    with pytest.raises(ConfigError, match="subagent.max_tokens must be >= 16"):
+        load_forecast_config({"data": {"path": str(pa_folder)}, "subagent": {"max_tokens": 1}})
