@@ -118,8 +118,8 @@ def atomic_writer(path: str | Path, mode: str = "wb", *, encoding: str | None = 
     folder = target.parent
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
     try:
-        os.chmod(tmp, _new_file_mode(target))  # mkstemp makes 0600; keep what open() would give
         with os.fdopen(fd, mode, **kwargs) as fh:
+            os.fchmod(fh.fileno(), _new_file_mode(target))  # mkstemp makes 0600; keep what open() would give
             yield fh
             fh.flush()
             os.fsync(fh.fileno())
