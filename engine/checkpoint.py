@@ -10,19 +10,19 @@ Layout of a checkpoint folder (one per ``executor.run``)::
     results/round-000007.pkl the EpisodeResults of the rounds since the previous checkpoint
                              (rounds are numbered from 1; the manifest lists the files to read)
 
-A round commits in this order: its results file (temp file, fsync, rename), then
-the staging folder ``ckpt-000007.staging`` (state written by the store owner,
-then manifest and ids, every file and folder fsynced), renamed to
-``ckpt-000007``, then ``LATEST`` is replaced (temp file, fsync, ``os.replace``,
-fsync of the folder). A driver killed at any point leaves ``LATEST`` naming a
-complete checkpoint; anything newer is ignored and overwritten on resume.
+A round commits in this order (every step through :mod:`engine.atomic_io`): its
+results file (temp file, fsync, rename), then the staging folder
+``ckpt-000007.staging`` (state written by the store owner, then manifest and
+ids, every file and folder fsynced), renamed to ``ckpt-000007``, then the
+``LATEST`` pointer is swapped (temp file, fsync, ``os.replace``, fsync of the
+folder). A driver killed at any point leaves ``LATEST`` naming a complete
+checkpoint; anything newer is ignored and overwritten on resume.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
 import pickle
 import re
 import shutil
@@ -32,9 +32,9 @@ from typing import Sequence
 
 import numpy as np
 
+from engine import atomic_io
 from engine.errors import PersistenceError
 from engine.rounds import Episode, EpisodeResult
-from engine.fsutil import fsync_dir as _fsync_dir, fsync_file as _fsync_file
 
 FORMAT = 1
 _METHOD_PICKLE = "method_state.pkl"
@@ -83,24 +83,6 @@ def load_method_state(method, directory: Path) -> None:
         vars(method).update(pickle.load(fh))
 
 
-def _fsync_tree(root: Path) -> None:
-    for dirpath, _, filenames in os.walk(root):
-        for name in filenames:
-            _fsync_file(Path(dirpath) / name)
-        _fsync_dir(Path(dirpath))
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` so a reader sees the old file or the whole new one."""
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-    _fsync_dir(path.parent)
-
-
 @dataclass(frozen=True)
 class Cursor:
     """Where a run stands: ``rounds_done`` rounds and their ``episodes_done`` episodes applied."""
@@ -133,11 +115,11 @@ class RoundCheckpoints:
     # -- reading ---------------------------------------------------------------------------------
     def latest(self) -> Cursor | None:
         """The last committed checkpoint, or None when the folder holds none."""
-        pointer = self.root / "LATEST"
-        if not pointer.is_file():
+        text = atomic_io.read_pointer(self.root / "LATEST")
+        if text is None:
             return None
         try:
-            head = json.loads(pointer.read_text())
+            head = json.loads(text)
             path = self.root / head["dir"]
             manifest = json.loads((path / "manifest.json").read_text())
             applied = np.load(path / "applied.npy", allow_pickle=False)
@@ -208,21 +190,19 @@ class RoundCheckpoints:
         results_dir = self.root / "results"
         results_dir.mkdir(exist_ok=True)
         name = f"round-{rounds_done:06d}.pkl"
-        atomic_write_bytes(results_dir / name, pickle.dumps(list(round_results), protocol=pickle.HIGHEST_PROTOCOL))
+        atomic_io.write_bytes(results_dir / name, pickle.dumps(list(round_results), protocol=pickle.HIGHEST_PROTOCOL))
         files = self.result_files + [name]
         applied = np.ascontiguousarray(applied, dtype=np.int64)
         np.save(staging / "applied.npy", applied, allow_pickle=False)
         manifest = {"format": FORMAT, "fingerprint": self.fingerprint, "rounds_done": rounds_done,
                     "episodes_done": int(applied.shape[0]), "shards": self.shards, "result_files": files}
         (staging / "manifest.json").write_text(json.dumps(manifest, indent=1))
-        _fsync_tree(staging)
+        atomic_io.fsync_tree(staging)
         final = self.root / f"ckpt-{rounds_done:06d}"
         if final.exists():  # left by a driver killed between this rename and LATEST
             shutil.rmtree(final)
-        os.rename(staging, final)
-        _fsync_dir(self.root)
-        atomic_write_bytes(self.root / "LATEST",
-                           json.dumps({"dir": final.name, "fingerprint": self.fingerprint}).encode())
+        atomic_io.publish_dir(staging, final)
+        atomic_io.swap_pointer(self.root / "LATEST", json.dumps({"dir": final.name, "fingerprint": self.fingerprint}))
         self.result_files = files
         for old in self.root.glob("ckpt-*"):
             if old != final:

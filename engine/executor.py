@@ -3,8 +3,10 @@
 This module holds the executor interface, the round loop every executor shares
 (rounds, barrier, exactly-once bookkeeping, atomic checkpoints and resume,
 throughput statistics) and the local (no Ray) executor, the embedded default.
-``cluster/`` provides the Ray executor with the same interface; pick one with
-:func:`make_executor`. See :mod:`engine.rounds` for the round semantics.
+Executors are found by name in a registry (:func:`executor_factory`): ``local``
+is registered here, the Ray executor (``cluster/``, same interface) is an entry
+point of the installed package, so this module never imports ``cluster``; pick
+one with :func:`make_executor`. See :mod:`engine.rounds` for the round semantics.
 
 Usage (what a runner does)::
 
@@ -366,11 +368,75 @@ def cluster_config(options, config: Mapping[str, Any] | None = None) -> ClusterC
     return from_dict(ClusterConfig, config.get("cluster"), "cluster")
 
 
-def make_executor(options, config: Mapping[str, Any] | None = None, **kwargs) -> RoundLoop:
-    """The executor ``toe run CONFIG --executor local|ray [--workers N] [--address ADDR]`` asks for.
+# --- the executor registry -------------------------------------------------------------------
+# An executor is a factory ``factory(workers=N, address=ADDR|None, **cluster_settings)`` found by
+# name: registered here (``local``) or declared by an installed package as an entry point of this
+# group (the Ray executor, ``cluster.ray_executor:RayExecutor``, in pyproject.toml). The engine
+# never imports the package that provides an executor.
+EXECUTOR_ENTRY_POINTS = "toe_engine.executors"
+_EXECUTORS: dict[str, Callable[..., RoundLoop]] = {}
 
-    ``options`` is an :class:`engine.tasks.RunOptions`; the config's ``[cluster]``
-    table (:class:`ClusterConfig`) sets actor resources; ``kwargs`` override it. With
+
+def register_executor(name: str, factory: Callable[..., RoundLoop]) -> None:
+    """Make ``factory(workers=..., address=..., **cluster_settings)`` the executor called ``name``."""
+    if not isinstance(name, str) or not name.isidentifier():
+        raise InputError(f"executor name must be an identifier, got {name!r}")
+    if not callable(factory):
+        raise InputError(f"executor {name!r} needs a callable factory, got {type(factory).__name__}")
+    _EXECUTORS[name] = factory
+
+
+def _entry_points() -> dict[str, Any]:
+    from importlib.metadata import entry_points
+
+    return {ep.name: ep for ep in entry_points(group=EXECUTOR_ENTRY_POINTS)}
+
+
+def executor_names() -> list[str]:
+    """Names of every executor: registered ones and installed entry points."""
+    return sorted(set(_EXECUTORS) | set(_entry_points()))
+
+
+def executor_factory(name: str) -> Callable[..., RoundLoop]:
+    """The factory of executor ``name``; loads its entry point on first use."""
+    if name in _EXECUTORS:
+        return _EXECUTORS[name]
+    ep = _entry_points().get(name) if isinstance(name, str) else None
+    if ep is None:
+        raise ConfigError(
+            f"executor must be one of {', '.join(repr(n) for n in executor_names())}, got {name!r} (executors "
+            f"are registered with engine.executor.register_executor or as {EXECUTOR_ENTRY_POINTS!r} entry points "
+            f"of an installed package; the Ray executor comes with pip install -e '.[cluster]', to be rerun "
+            f"after updating a checkout)")
+    try:
+        factory = ep.load()
+    except ModuleNotFoundError as exc:
+        if exc.name and (exc.name == "ray" or exc.name.startswith("ray.")):
+            raise MissingExtraError("ray", "cluster") from exc
+        raise
+    _EXECUTORS[name] = factory
+    return factory
+
+
+def local_executor(workers: int = 1, address: str | None = None, *, checkpoint_every: int = 1,
+                   stats_path=None, **cluster_settings) -> LocalExecutor:
+    """The ``local`` executor's factory: one worker in this process; ``[cluster]`` placement keys are ignored."""
+    if workers != 1:
+        raise ConfigError(f"the local executor runs one worker; got --workers {workers} (use --executor ray)")
+    if address:
+        raise ConfigError("--address is a Ray cluster address; it needs --executor ray")
+    return LocalExecutor(checkpoint_every=checkpoint_every, stats_path=stats_path)
+
+
+register_executor("local", local_executor)
+
+
+def make_executor(options, config: Mapping[str, Any] | None = None, **kwargs) -> RoundLoop:
+    """The executor ``toe run CONFIG --executor NAME [--workers N] [--address ADDR]`` asks for.
+
+    ``options`` is an :class:`engine.tasks.RunOptions`; the executor is looked up
+    by name (:func:`executor_factory`); the config's ``[cluster]`` table
+    (:class:`ClusterConfig`) sets actor resources; ``kwargs`` override it. With
     ``options.out`` set, every run appends its :attr:`stats` (per-worker episodes/s and LLM
     calls, round overhead, barrier time) to ``OUT/executor_stats.jsonl``.
     """
@@ -378,22 +444,9 @@ def make_executor(options, config: Mapping[str, Any] | None = None, **kwargs) ->
     workers = getattr(options, "workers", 1)
     if not isinstance(workers, int) or workers < 1:
         raise ConfigError(f"workers must be an integer >= 1, got {workers!r}")
-    if kind not in ("local", "ray"):
-        raise ConfigError(f"executor must be 'local' or 'ray', got {kind!r}")
+    factory = executor_factory(kind)
     settings = {**to_dict(cluster_config(options, config)), **kwargs}
     out = getattr(options, "out", None)
     if out is not None and "stats_path" not in settings:
         settings["stats_path"] = Path(out) / "executor_stats.jsonl"
-    if kind == "local":
-        if workers != 1:
-            raise ConfigError(f"the local executor runs one worker; got --workers {workers} (use --executor ray)")
-        if getattr(options, "address", None):
-            raise ConfigError("--address is a Ray cluster address; it needs --executor ray")
-        return LocalExecutor(checkpoint_every=settings["checkpoint_every"], stats_path=settings.get("stats_path"))
-    try:
-        from cluster.ray_executor import RayExecutor
-    except ModuleNotFoundError as exc:
-        if exc.name and (exc.name == "ray" or exc.name.startswith("ray.")):
-            raise MissingExtraError("ray", "cluster") from exc
-        raise
-    return RayExecutor(workers=workers, address=getattr(options, "address", None), **settings)
+    return factory(workers=workers, address=getattr(options, "address", None), **settings)

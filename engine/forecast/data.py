@@ -355,8 +355,3 @@ def read_json_objects(path: str | Path, what: str = "FutureX") -> list[tuple[Any
     if not out:
         raise InputError(f"{what} file {path.name} holds no items")
     return out
-
-
-def load_futurex(path: str | Path) -> list[FutureXItem]:
-    """FutureX items from a JSON list or a JSONL file."""
-    return [parse_futurex_item(o, where) for o, where in read_json_objects(path)]

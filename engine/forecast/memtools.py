@@ -12,8 +12,8 @@ candidate); each new tool's syntax (``compile``), then its exports and schema,
 read by importing it *inside the sandbox* (untrusted code never runs in the
 engine process); then the caller's validation runs (every validation example,
 sandboxed). The candidate is staged in a private folder and published only if
-every step passes: new tool files are copied in, then the manifest is replaced
-atomically (``os.replace``). A failure at any step leaves the published state
+every step passes: new tool files are written in, then the manifest is replaced
+atomically (:mod:`engine.atomic_io`). A failure at any step leaves the published state
 (files and manifest) exactly as it was.
 """
 
@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import shutil
 import tempfile
@@ -29,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping
 
+from engine import atomic_io
 from engine.errors import InputError
 from engine.forecast.sandbox import SandboxLimits, run_sandboxed
 
@@ -152,9 +152,7 @@ class ProceduralStore:
             self.guides[gid] = json.loads((self.root / "guides" / f"{gid}.json").read_text(encoding="utf-8"))
 
     def _write_manifest(self, m: dict) -> None:
-        tmp = self.manifest_path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(m, indent=1), encoding="utf-8")
-        os.replace(tmp, self.manifest_path)
+        atomic_io.write_text(self.manifest_path, json.dumps(m, indent=1))
 
     def state_fingerprint(self) -> str:
         """Hash of the manifest and every published file (tests: a rejected candidate leaves it unchanged)."""
@@ -208,9 +206,9 @@ class ProceduralStore:
             m = json.loads(json.dumps(self.manifest))
             for name, tool in new.items():
                 if name not in self.tools:
-                    shutil.copyfile(tool.path, self.root / "tools" / f"{name}.py")
+                    atomic_io.write_text(self.root / "tools" / f"{name}.py", tool.source)
                     m["tools"][name] = {"spec": tool.spec}
-            (self.root / "guides" / f"{gid}.json").write_text(json.dumps(guide, indent=1), encoding="utf-8")
+            atomic_io.write_text(self.root / "guides" / f"{gid}.json", json.dumps(guide, indent=1))
             m["guides"][gid] = {"parent": parent, "tools": guide["tool_names"]}
             self._write_manifest(m)
             self._load()

@@ -35,6 +35,7 @@ from typing import Sequence
 
 import numpy as np
 
+from engine import atomic_io
 from engine.errors import InputError, PersistenceError
 from engine.game24.puzzles import Puzzle, parse_puzzle
 from engine.game24.rational import format_fraction
@@ -402,7 +403,11 @@ def to_tables(pre: Precomputed) -> dict:
 
 
 def write_tables(pre: Precomputed, out_dir, source: str = "") -> dict:
-    """Write the four Parquet tables and ``manifest.json`` into ``out_dir``; returns the manifest."""
+    """Write the four Parquet tables and ``manifest.json`` into ``out_dir``; returns the manifest.
+
+    Each file is replaced atomically (:mod:`engine.atomic_io`) and the manifest, written last,
+    records every table's sha256, which :func:`read_tables` checks.
+    """
     import pyarrow.parquet as pq
 
     out = Path(out_dir)
@@ -411,9 +416,8 @@ def write_tables(pre: Precomputed, out_dir, source: str = "") -> dict:
     out.mkdir(parents=True, exist_ok=True)
     tables = to_tables(pre)
     for name, table in tables.items():
-        tmp = out / f".{name}.parquet.tmp"
-        pq.write_table(table, tmp)
-        tmp.replace(out / f"{name}.parquet")
+        with atomic_io.atomic_writer(out / f"{name}.parquet") as fh:
+            pq.write_table(table, fh)
     manifest = {
         "format": FORMAT,
         "source": source,
@@ -421,8 +425,9 @@ def write_tables(pre: Precomputed, out_dir, source: str = "") -> dict:
         "levels": pre.counts(),
         "experiences": tables["experiences"].num_rows,
         "overflow_moves_skipped": pre.overflow,
+        "files": atomic_io.file_digests(out, [f"{name}.parquet" for name in tables]),
     }
-    (out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    atomic_io.write_text(out / "manifest.json", json.dumps(manifest, indent=2) + "\n")  # written last: the commit
     return manifest
 
 
@@ -440,11 +445,14 @@ def read_tables(directory) -> dict:
         raise PersistenceError(f"{str(mf)!r} is not valid JSON: {exc}") from None
     if manifest.get("format") != FORMAT:
         raise PersistenceError(f"{str(mf)!r} has format {manifest.get('format')!r}, expected {FORMAT!r}")
+    for name in TABLES:
+        if not (d / f"{name}.parquet").is_file():
+            raise PersistenceError(f"precompute directory {str(d)!r} is missing {name}.parquet")
+    if "files" in manifest:  # sha256 of every table (folders written before checksums have none)
+        atomic_io.verify_digests(d, manifest["files"], what="precompute table")
     out = {"manifest": manifest}
     for name in TABLES:
         path = d / f"{name}.parquet"
-        if not path.is_file():
-            raise PersistenceError(f"precompute directory {str(d)!r} is missing {name}.parquet")
         try:
             out[name] = pq.read_table(path)
         except Exception as exc:  # pyarrow raises several types for corrupt files

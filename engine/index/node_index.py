@@ -36,6 +36,7 @@ from pathlib import Path
 import hnswlib
 import numpy as np
 
+from engine import atomic_io
 from engine.errors import InputError, PersistenceError
 from engine.index.config import IndexConfig
 
@@ -434,7 +435,7 @@ class NodeIndex:
         return h.hexdigest()[:32]
 
     def save(self, path: str | Path, *, tag: dict | None = None) -> Path:
-        """Write the index to ONE file ``path``, atomically (temp file, fsync, rename).
+        """Write the index to ONE file ``path``, atomically (:func:`engine.atomic_io.atomic_writer`).
 
         Layout: magic ``TOENIDX1``, u8 length + JSON meta (format, dim, config,
         counts, fingerprint, ``tag``), u8 length + ``state i1[ids]``, then the
@@ -456,25 +457,17 @@ class NodeIndex:
             "tag": tag or {},
         }
         head = json.dumps(meta).encode()
-        fd, graph_tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".graph.tmp", dir=path.parent)
+        fd, graph_tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".graph.tmp", dir=path.parent)
         os.close(fd)
-        out_tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         try:
-            self._hnsw.save_index(graph_tmp)
-            with open(out_tmp, "wb") as out, open(graph_tmp, "rb") as graph:
+            self._hnsw.save_index(graph_tmp)  # hnswlib writes only to a path
+            with atomic_io.atomic_writer(path) as out, open(graph_tmp, "rb") as graph:
                 out.write(_MAGIC)
                 out.write(np.uint64(len(head)).tobytes())
                 out.write(head)
                 out.write(np.uint64(state.nbytes).tobytes())
                 out.write(state.tobytes())
                 shutil.copyfileobj(graph, out, 1 << 24)
-                out.flush()
-                os.fsync(out.fileno())
-            os.replace(out_tmp, path)
-        except BaseException:
-            if out_tmp.exists():
-                out_tmp.unlink()
-            raise
         finally:
             if os.path.exists(graph_tmp):
                 os.unlink(graph_tmp)

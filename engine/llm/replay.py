@@ -12,8 +12,8 @@ from a recording with more. Columns: :data:`SCHEMA`.
   backend in one batch and are recorded. A batch that raises records nothing;
   a completion with ``finish_reason == "error"`` is never recorded.
 
-The file is rewritten atomically (temporary file in the same folder, then
-``os.replace``) after every batch that added rows, so it is always a complete
+The file is rewritten atomically (:func:`engine.atomic_io.atomic_writer`:
+temporary file in the same folder, fsync, rename) after every batch that added rows, so it is always a complete
 Arrow IPC file. One writer per file: give each worker its own path.
 
 Responses carry the *recorded* backend name and model (text replayed from the
@@ -25,7 +25,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 import threading
 from pathlib import Path
 from typing import Sequence
@@ -33,6 +32,7 @@ from typing import Sequence
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
+from engine import atomic_io
 from engine.errors import BackendError, InputError, PersistenceError
 from engine.llm.base import Completion, LLMBackend, Request, Response
 
@@ -145,18 +145,8 @@ class ReplayBackend:
                 return
             table = pa.Table.from_pylist(list(self._rows.values()), schema=SCHEMA)
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=self.path.name + ".", suffix=".tmp", dir=str(self.path.parent))
-            try:
-                with os.fdopen(fd, "wb") as fh:
-                    with ipc.new_file(fh, SCHEMA) as writer:
-                        writer.write_table(table)
-                    fh.flush()
-                    os.fsync(fh.fileno())
-                os.replace(tmp, self.path)
-            except BaseException:
-                if os.path.exists(tmp):
-                    os.unlink(tmp)
-                raise
+            with atomic_io.atomic_writer(self.path) as fh, ipc.new_file(fh, SCHEMA) as writer:
+                writer.write_table(table)
             self._new.clear()
 
     def __len__(self) -> int:

@@ -32,12 +32,42 @@ EXPERIENCE_COLUMNS: dict[str, tuple[str, str | None]] = {
     # boundary maps ids to dense rows with np.searchsorted; = the row for stores never imported
     "external_id": ("i8", None),
 }
-# packed block fields: name -> (first column, width) given H horizons
-BLOCK_FIELDS = ("reliability", "hit", "recall")
+# packed block fields: name -> (logical dtype, width); their columns are :func:`block_columns`
+BLOCK_FIELDS: dict[str, tuple[str, str | None]] = {
+    "reliability": ("f8", "H"),  # Q, ToE eq. (A1)
+    "hit": ("i8", None),
+    "recall": ("i8", None),
+}
 
-# persisted subsets (the rest is rebuilt on load from these)
+# Persisted subsets, in file column order (the rest is rebuilt on load from these).
+# engine.store.persistence loops over them: a column of width "L" is stored as
+# NAME_1..NAME_L, one of width "H" as NAME_<horizon>; FILE_STEM renames a field in the files.
 NODE_PERSISTED = ("parent", "depth", "key")
-EXPERIENCE_PERSISTED = ("path", "created", "external_id")
+EXPERIENCE_PERSISTED = ("path", "reliability", "recall", "hit", "created", "external_id")
+FILE_STEM = {"reliability": "q"}  # experiences.parquet: q_h10, q_h20, ...
+
+
+def field_decl(name: str) -> tuple[str, str | None]:
+    """``(dtype, width)`` of a node, experience or block field."""
+    for table in (NODE_COLUMNS, EXPERIENCE_COLUMNS, BLOCK_FIELDS):
+        if name in table:
+            return table[name]
+    raise KeyError(f"no store column named {name!r}")
+
+
+def file_columns(name: str, depth: int, horizons) -> list[str]:
+    """Names of the file columns that hold field ``name`` (see the declarations above)."""
+    stem = FILE_STEM.get(name, name)
+    width = field_decl(name)[1]
+    if width is None:
+        return [stem]
+    suffixes = [str(i + 1) for i in range(depth)] if width == "L" else list(horizons)
+    return [f"{stem}_{s}" for s in suffixes]
+
+
+def block_columns(name: str, n_horizons: int) -> slice | int:
+    """Column(s) of block field ``name`` in the packed ``f8[n, W]`` block (layout: kernels.reliability)."""
+    return {"reliability": slice(0, n_horizons), "hit": hit_col(n_horizons), "recall": recall_col(n_horizons)}[name]
 
 
 def block_width(n_horizons: int) -> int:

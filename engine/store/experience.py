@@ -16,6 +16,7 @@ import numpy as np
 from engine.errors import InputError, StoreError
 from engine.store import columns as C
 from engine.store import validate as V
+from engine.store.ledger import FeedbackLedger
 from engine.store.reader import (  # noqa: F401  (re-exported)
     DEFAULT_HORIZONS,
     FINANCE_LEVELS,
@@ -96,8 +97,6 @@ class ExperienceStore(StoreReader):
         self._pk_table = np.full(C.next_pow2(2 * ncap), -1, dtype=np.int64)
         self._key_table = np.empty(0, dtype=np.int64)  # built on the first lookup by key
         self._lut = KR.inv_log_lut(LUT_SIZE)
-        from engine.store.ledger import FeedbackLedger
-
         self.ledger = FeedbackLedger()
         self.extra_paths: dict[str, Path] = {}
 
@@ -379,8 +378,6 @@ class ExperienceStore(StoreReader):
         _load_snapshot_into(st, {k: np.array(v, copy=True) for k, v in snap.items()})
         st._block = C.grow_aligned(st._block, st._n_exp, max(st._n_exp, 1))
         st._lut = KR.inv_log_lut(LUT_SIZE)
-        from engine.store.ledger import FeedbackLedger
-
         st.ledger = FeedbackLedger()
         st.extra_paths = {}
         return st
@@ -401,7 +398,107 @@ class ExperienceStore(StoreReader):
         """Load the current checkpoint of ``directory``; ``extra_paths`` maps extras to files."""
         from engine.store.persistence import load_store
 
-        return load_store(directory)
+        return load_store(directory, cls.from_persisted)
+
+    # --- persistence interface (what engine.store.persistence reads and writes) ------------
+    def persisted_params(self) -> dict:
+        """The constructor parameters a checkpoint records."""
+        return {"horizons": list(self.horizons), "levels": list(self.levels), "depth": self.depth,
+                "q0": self.q0, "eta": self.eta, "eta_task": self.eta_task, "q_min": self.q_min,
+                "q_max": self._q_max}
+
+    def persisted_nodes(self) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
+        """``(columns, text_offsets, text)``: the :data:`columns.NODE_PERSISTED` columns over all
+        nodes (root included), node texts as offsets ``i8[n_nodes + 1]`` into UTF-8 bytes ``u8[m]``."""
+        n = self._n_nodes
+        offsets = np.zeros(n + 1, dtype=np.int64)
+        offsets[1:] = self._nodes["text_end"][:n]
+        return ({name: self._nodes[name][:n] for name in C.NODE_PERSISTED}, offsets,
+                self._text[: self._text_used])
+
+    def persisted_experiences(self) -> dict[str, np.ndarray]:
+        """The :data:`columns.EXPERIENCE_PERSISTED` fields over all experiences (block fields as views)."""
+        n, H = self._n_exp, self.n_horizons
+        return {name: self._exp[name][:n] if name in self._exp else self._block[:n, C.block_columns(name, H)]
+                for name in C.EXPERIENCE_PERSISTED}
+
+    @classmethod
+    def from_persisted(cls, params: Mapping, nodes: Mapping[str, np.ndarray], text_offsets: np.ndarray,
+                       text: np.ndarray, experiences: Mapping[str, np.ndarray],
+                       ledger: Mapping[str, np.ndarray] | None = None) -> "ExperienceStore":
+        """A new store from what the ``persisted_*`` methods return (and the ledger's columns).
+
+        Checks the tree's consistency; raises :class:`StoreError` naming the first
+        bad node, experience or ledger entry, and :class:`InputError` for bad ``params``.
+        """
+        n_nodes = int(np.shape(nodes["parent"])[0])
+        n_exp = int(np.shape(experiences["path"])[0])
+        st = cls(horizons=tuple(params["horizons"]), depth=int(params["depth"]), q0=params["q0"],
+                 eta=params["eta"], eta_task=params["eta_task"], q_min=params["q_min"], q_max=params["q_max"],
+                 levels=tuple(params["levels"]), capacity=max(1, n_exp), node_capacity=max(1, n_nodes))
+        H, L = st.n_horizons, st.depth
+        if n_nodes < 1:
+            raise StoreError("a store has at least the root node, got 0 nodes")
+        for name, arr in nodes.items():
+            if np.shape(arr) != (n_nodes,):
+                raise StoreError(f"node column {name} has shape {np.shape(arr)}, expected ({n_nodes},)")
+        # nodes
+        st._reserve_nodes(n_nodes)
+        nd = st._nodes
+        for name in C.NODE_PERSISTED:
+            nd[name][:n_nodes] = nodes[name]
+        if nd["depth"][:n_nodes].max() > L:
+            raise StoreError(f"a node is deeper than depth={L}")
+        first = KT.link_tree(nd["parent"], nd["depth"], n_nodes, nd["first_child"], nd["last_child"], nd["next_sibling"])
+        if first >= 0:
+            raise StoreError(f"node {first} has an inconsistent parent or depth")
+        st._pk_table[:] = -1
+        st._key_table[:] = -1
+        dup = KT.rebuild_tables_checked(st._pk_table, st._key_table, nd["parent"], nd["key"], nd["next_same_key"], n_nodes)
+        if dup >= 0:
+            raise StoreError(f"node {dup} duplicates the (parent, key) of an earlier node")
+        offs = np.asarray(text_offsets, dtype=np.int64)
+        if offs.shape != (n_nodes + 1,) or offs[0] != 0 or (np.diff(offs) < 0).any() or offs[-1] != len(text):
+            raise StoreError(f"node text offsets must rise from 0 to {len(text)} in {n_nodes + 1} entries")
+        used = int(offs[-1])
+        st._text = np.array(text, dtype=np.uint8) if used else np.empty(64, np.uint8)
+        st._text_used = used
+        nd["text_end"][:n_nodes] = offs[1:]
+        # experiences
+        for name in C.EXPERIENCE_PERSISTED:
+            dt, w = C.field_decl(name)
+            want = C.column_shape(w, n_exp, L, H)
+            if np.shape(experiences[name]) != want:
+                raise StoreError(f"experience column {name} has shape {np.shape(experiences[name])}, expected {want}")
+        st._reserve_experiences(n_exp)
+        for name in C.EXPERIENCE_COLUMNS:
+            if name in C.EXPERIENCE_PERSISTED:
+                st._exp[name][:n_exp] = experiences[name]
+        first = KT.link_experiences(st._exp["path"], n_exp, nd["parent"], n_nodes, nd["eid"])
+        if first >= 0:
+            raise StoreError(f"experience {first} has an invalid path")
+        ext = st._exp["external_id"][:n_exp]
+        if n_exp and (ext[0] < 0 or (np.diff(ext) <= 0).any()):
+            raise StoreError("external ids must be non-negative and strictly increasing with the row")
+        q, hit, recall = (np.asarray(experiences[k]) for k in ("reliability", "hit", "recall"))
+        if n_exp and (not np.isfinite(q).all() or q.min() < st.q_min or q.max() > st.q_max):
+            raise StoreError(f"reliability values outside [{st.q_min}, {st.q_max}] or not finite")
+        if n_exp and (hit.min() < 0 or (hit > recall).any()):
+            raise StoreError("hit counts must satisfy 0 <= hit <= recall")
+        st._block[:n_exp] = 0.0
+        for name in C.BLOCK_FIELDS:
+            st._block[:n_exp, C.block_columns(name, H)] = experiences[name]
+        st._n_nodes, st._n_exp = n_nodes, n_exp
+        # ledger
+        if ledger is not None:
+            if len(ledger["eid"]):
+                if (ledger["eid"].min() < 0 or ledger["eid"].max() >= n_exp or ledger["horizon"].min() < 0
+                        or ledger["horizon"].max() >= H):
+                    raise StoreError("ledger entries name unknown eids or horizons")
+                if not np.isin(ledger["status"], (0, 1)).all():
+                    raise StoreError("ledger status values must be 0 (pending) or 1 (applied)")
+            st.ledger = FeedbackLedger.from_columns(ledger)
+        return st
 
     # --- memory ---------------------------------------------------------------------------
     def nbytes(self) -> dict[str, int]:

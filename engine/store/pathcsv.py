@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from engine import atomic_io
 from engine.errors import InputError
 from engine.store.experience import ExperienceStore
 
@@ -138,7 +139,6 @@ def write_path_csv(store, path) -> int:
     cols["hit"] = pa.array(store.hit)
     cols["eid"] = pa.array(np.ascontiguousarray(store.external_ids))
     path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    pcsv.write_csv(pa.table(cols), tmp)
-    tmp.replace(path)
+    with atomic_io.atomic_writer(path) as fh:  # a device or FIFO (/dev/stdout) is streamed, not replaced
+        pcsv.write_csv(pa.table(cols), fh)
     return n

@@ -11,10 +11,15 @@ Directory layout::
         ledger.parquet       the delayed-feedback ledger (engine.store.ledger)
         extras/NAME          artifacts written by ``extras`` callbacks (e.g. an hnswlib index)
 
+The tables loop over the column declarations of :mod:`engine.store.columns`
+(``NODE_PERSISTED``, ``EXPERIENCE_PERSISTED``) and go through the store's
+persistence interface (``persisted_*``, ``from_persisted``); this module never
+touches the store's private arrays.
+
 A save holds an exclusive ``flock`` on ``DIR/.lock`` (a second concurrent
 saver gets :class:`PersistenceError`), writes everything into ``DIR/.staging-*``, fsyncs every file and the
 folder, renames the folder to ``ckpt-N`` (atomic), fsyncs ``DIR``, then swaps
-``CURRENT`` with ``os.replace`` (atomic) and fsyncs again. ``CURRENT`` always
+the ``CURRENT`` pointer (atomic) and fsyncs again, all through :mod:`engine.atomic_io`. ``CURRENT`` always
 names a complete checkpoint, so a crash at any stage leaves the previous
 checkpoint loadable; leftovers of an interrupted save are removed by the next
 save. The two newest checkpoints are kept (the files of a loaded store's
@@ -27,7 +32,6 @@ tree's consistency before building a new store; on any problem it raises
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -37,15 +41,15 @@ from typing import Callable, Mapping
 
 import numpy as np
 
+from engine import atomic_io
+from engine.atomic_io import sha256_file  # noqa: F401  (re-exported: tests reseal manifests with it)
 from engine.errors import EngineError, PersistenceError
 from engine.store import columns as C
-from engine.store.ledger import LEDGER_COLUMNS, FeedbackLedger
-from engine.fsutil import fsync_dir as _fsync_dir, fsync_file as _fsync_file
+from engine.store.ledger import LEDGER_COLUMNS
+from engine.store.reader import horizon_names
 
-# 1-D experience columns persisted as themselves; a checkpoint written before a column existed
-# loads it from its default (external_id: the row)
-_PERSISTED_1D = tuple(n for n in C.EXPERIENCE_PERSISTED if C.EXPERIENCE_COLUMNS[n][1] is None)
-_PERSISTED_DEFAULT = {"external_id": lambda n: np.arange(n, dtype=np.int64)}
+# 1-D experience columns that checkpoints written before they existed lack: their value on load
+_DEFAULTS = {"external_id": lambda n: np.arange(n, dtype=np.int64)}  # external id = the row
 
 FORMAT = "toe-experience-store"
 SCHEMA_VERSION = 1
@@ -71,19 +75,12 @@ def _stage(name: str) -> None:
         fault_hook(name)
 
 
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def _current_name(directory: Path) -> str | None:
     cur = directory / CURRENT
-    if not cur.is_file():
+    text = atomic_io.read_pointer(cur)
+    if text is None:
         return None
-    name = cur.read_text(encoding="utf-8", errors="replace").strip()
+    name = text.strip()
     if not _CKPT.match(name):
         raise PersistenceError(f"{cur} does not name a checkpoint folder (got {name[:60]!r})")
     return name
@@ -98,47 +95,57 @@ def _is_foreign(directory: Path) -> bool:
     return False
 
 
-# --- tables -------------------------------------------------------------------------------
-def _node_table(store):
+# --- tables ---------------------------------------------------------------------------------
+def _column_table(id_name: str, fields: Mapping[str, np.ndarray], names, depth: int, horizons):
+    """A pyarrow table: ``id_name`` 0..n-1, then each field of ``names`` as its file column(s)."""
     import pyarrow as pa
 
-    n = store.n_nodes
-    nodes = store._nodes
-    offsets = np.zeros(n + 1, dtype=np.int64)
-    offsets[1:] = nodes["text_end"][:n]
-    text = pa.LargeStringArray.from_buffers(
-        n, pa.py_buffer(offsets), pa.py_buffer(np.ascontiguousarray(store._text[: store._text_used])))
-    return pa.table({
-        "id": pa.array(np.arange(n, dtype=np.int64)),
-        "parent": pa.array(nodes["parent"][:n]),
-        "depth": pa.array(nodes["depth"][:n]),
-        "key": pa.array(nodes["key"][:n]),
-        "text": text,
-    })
-
-
-def _experience_table(store):
-    import pyarrow as pa
-
-    n, H = store.n_experiences, store.n_horizons
-    cols = {"eid": pa.array(np.arange(n, dtype=np.int64))}
-    path = store._exp["path"][:n]
-    for lev in range(store.depth):
-        cols[f"path_{lev + 1}"] = pa.array(np.ascontiguousarray(path[:, lev]))
-    blk = store._block[:n]
-    for j, h in enumerate(store.horizons):
-        cols[f"q_{h}"] = pa.array(np.ascontiguousarray(blk[:, j]))
-    cols["recall"] = pa.array(blk[:, C.recall_col(H)].astype(np.int64))
-    cols["hit"] = pa.array(blk[:, C.hit_col(H)].astype(np.int64))
-    for name in _PERSISTED_1D:  # created, external_id (engine.store.columns)
-        cols[name] = pa.array(np.ascontiguousarray(store._exp[name][:n]))
+    n = int(np.shape(fields[names[0]])[0])
+    cols = {id_name: pa.array(np.arange(n, dtype=np.int64))}
+    for name in names:
+        dtype, width = C.field_decl(name)
+        arr = np.asarray(fields[name])
+        for j, col in enumerate(C.file_columns(name, depth, horizons)):
+            part = arr if width is None else arr[:, j]
+            cols[col] = pa.array(np.ascontiguousarray(part, dtype=dtype))
     return pa.table(cols)
 
 
-def _ledger_table(ledger: FeedbackLedger):
+def _node_table(store):
+    import pyarrow as pa
+
+    columns, offsets, text = store.persisted_nodes()
+    table = _column_table("id", columns, C.NODE_PERSISTED, store.depth, store.horizons)
+    n = offsets.shape[0] - 1
+    texts = pa.LargeStringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(np.ascontiguousarray(text)))
+    return table.append_column("text", texts)
+
+
+def _experience_table(store):
+    return _column_table("eid", store.persisted_experiences(), C.EXPERIENCE_PERSISTED, store.depth, store.horizons)
+
+
+def _ledger_table(ledger):
     import pyarrow as pa
 
     return pa.table({k: pa.array(np.ascontiguousarray(v)) for k, v in ledger.columns().items()})
+
+
+def _file_dtypes(names, depth: int, horizons) -> dict[str, str]:
+    return {col: C.field_decl(name)[0] for name in names for col in C.file_columns(name, depth, horizons)}
+
+
+def _fields(table: Mapping[str, np.ndarray], names, depth: int, horizons, rows: int) -> dict[str, np.ndarray]:
+    """Inverse of :func:`_column_table`: the fields ``names`` from the file columns read."""
+    out = {}
+    for name in names:
+        dtype, width = C.field_decl(name)
+        cols = C.file_columns(name, depth, horizons)
+        if width is None:
+            out[name] = table[cols[0]]
+        else:
+            out[name] = np.stack([table[c] for c in cols], axis=1) if rows else np.zeros((0, len(cols)), dtype)
+    return out
 
 
 class _SaveLock:
@@ -219,34 +226,18 @@ def _save_locked(store, directory: Path, extras) -> Path:
         manifest = {
             "format": FORMAT,
             "schema_version": SCHEMA_VERSION,
-            "params": {
-                "horizons": list(store.horizons), "levels": list(store.levels), "depth": store.depth,
-                "q0": store.q0, "eta": store.eta, "eta_task": store.eta_task,
-                "q_min": store.q_min, "q_max": store._q_max,
-            },
+            "params": store.persisted_params(),
             "rows": {"nodes": store.n_nodes, "experiences": store.n_experiences, "ledger": len(store.ledger)},
-            "files": {f: {"sha256": sha256_file(staging / f), "bytes": (staging / f).stat().st_size} for f in listing},
+            "files": atomic_io.file_digests(staging, listing),
             "extras": list(extras),
         }
         (staging / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True), encoding="utf-8")
         _stage("manifest")
-        for f in listing + [MANIFEST]:
-            _fsync_file(staging / f)
-        if extras:
-            _fsync_dir(staging / "extras")
-        _fsync_dir(staging)
+        atomic_io.fsync_tree(staging)
         _stage("fsync")
-        final = directory / name
-        os.rename(staging, final)
-        _fsync_dir(directory)
+        atomic_io.publish_dir(staging, directory / name)
         _stage("rename")
-        tmp = directory / f".{CURRENT}.{os.getpid()}.tmp"
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(name + "\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, directory / CURRENT)
-        _fsync_dir(directory)
+        atomic_io.swap_pointer(directory / CURRENT, name + "\n")
         _stage("current")
     except BaseException:
         if staging.exists():
@@ -262,7 +253,7 @@ def _save_locked(store, directory: Path, extras) -> Path:
         if p.name not in keep:
             shutil.rmtree(p, ignore_errors=True)
     for p in directory.iterdir():
-        if p.name.startswith(".staging-") or (p.name.startswith(f".{CURRENT}.") and p.name.endswith(".tmp")):
+        if p.name.startswith(".staging-") or atomic_io.is_temp_name(p.name, of=CURRENT):
             if p.is_dir():
                 shutil.rmtree(p, ignore_errors=True)
             else:
@@ -310,20 +301,6 @@ def read_manifest(ck: Path) -> dict:
     return manifest
 
 
-def _verify_files(ck: Path, manifest: dict) -> None:
-    for f, meta in manifest["files"].items():
-        if not isinstance(meta, dict) or ".." in Path(f).parts or Path(f).is_absolute():
-            raise PersistenceError(f"manifest entry {f!r} is malformed")
-        p = ck / f
-        if not p.is_file():
-            raise PersistenceError(f"checkpoint file {p} is missing")
-        size = p.stat().st_size
-        if size != meta.get("bytes"):
-            raise PersistenceError(f"checkpoint file {p} has {size} bytes, the manifest says {meta.get('bytes')} (truncated?)")
-        if sha256_file(p) != meta.get("sha256"):
-            raise PersistenceError(f"checkpoint file {p} does not match its sha256 checksum (corrupted)")
-
-
 def _read_table(path: Path, columns: dict[str, str], rows: int):
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -353,113 +330,68 @@ def _read_table(path: Path, columns: dict[str, str], rows: int):
     return out
 
 
-def load_store(directory):
-    """Load the current checkpoint of ``directory`` into a new :class:`ExperienceStore`."""
+def load_store(directory, build: Callable[..., object]):
+    """Load the current checkpoint of ``directory`` with ``build`` (``ExperienceStore.from_persisted``).
+
+    ``build(params, nodes, text_offsets, text, experiences, ledger)`` gets the
+    columns read and checked here and returns the store; its errors become
+    :class:`PersistenceError` naming the checkpoint.
+    """
     try:
-        return _load(directory)
+        return _load(directory, build)
     except PersistenceError:
         raise
     except EngineError as exc:
         raise PersistenceError(f"checkpoint in {directory} is inconsistent: {exc}") from exc
 
 
-def _load(directory):
+def _load(directory, build):
     import pyarrow as pa
 
-    from engine.store.experience import ExperienceStore
-    from kernels import store_tree as KT
+    from engine.errors import StoreError
 
     ck = checkpoint_dir(directory)
     manifest = read_manifest(ck)
-    _verify_files(ck, manifest)
+    atomic_io.verify_digests(ck, manifest["files"])
     p, rows = manifest["params"], manifest["rows"]
     try:
-        store = ExperienceStore(
-            horizons=tuple(p["horizons"]), depth=int(p["depth"]), q0=p["q0"], eta=p["eta"],
-            eta_task=p["eta_task"], q_min=p["q_min"], q_max=p["q_max"], levels=tuple(p["levels"]),
-            capacity=max(1, int(rows["experiences"])), node_capacity=max(1, int(rows["nodes"])))
+        depth, horizons = int(p["depth"]), horizon_names(p["horizons"])
         n_nodes, n_exp, n_led = int(rows["nodes"]), int(rows["experiences"]), int(rows["ledger"])
     except (KeyError, TypeError, ValueError) as exc:
         raise PersistenceError(f"{ck / MANIFEST} has bad parameters: {exc}") from exc
-    H, L = store.n_horizons, store.depth
-    nodes = _read_table(ck / "nodes.parquet", {"id": "i8", "parent": "i8", "depth": "i8", "key": "u8", "text": "str"}, n_nodes)
+    nodes = _read_table(ck / "nodes.parquet",
+                        {"id": "i8", **_file_dtypes(C.NODE_PERSISTED, depth, horizons), "text": "str"}, n_nodes)
     import pyarrow.parquet as pq
 
     try:
         present = set(pq.read_schema(ck / "experiences.parquet").names)
     except (pa.ArrowException, OSError) as exc:
         raise PersistenceError(f"{ck / 'experiences.parquet'} is not a readable Parquet file: {exc}") from exc
-    ecols = {"eid": "i8", **{f"path_{i + 1}": "i8" for i in range(L)}, **{f"q_{h}": "f8" for h in store.horizons},
-             "recall": "i8", "hit": "i8",
-             **{c: C.EXPERIENCE_COLUMNS[c][0] for c in _PERSISTED_1D
-                if c in present or c not in _PERSISTED_DEFAULT}}
-    exps = _read_table(ck / "experiences.parquet", ecols, n_exp)
-    for c in _PERSISTED_1D:
-        if c not in exps:
-            exps[c] = _PERSISTED_DEFAULT[c](n_exp)
+    want = {c: t for c, t in {"eid": "i8", **_file_dtypes(C.EXPERIENCE_PERSISTED, depth, horizons)}.items()
+            if c in present or c not in _DEFAULTS}
+    exps = _read_table(ck / "experiences.parquet", want, n_exp)
+    for c, default in _DEFAULTS.items():  # a checkpoint written before the column existed
+        exps.setdefault(c, default(n_exp))
     led = _read_table(ck / "ledger.parquet", dict(LEDGER_COLUMNS), n_led)
-
-    bad = lambda what: PersistenceError(f"checkpoint {ck}: {what}")  # noqa: E731
     if n_nodes < 1 or not np.array_equal(nodes["id"], np.arange(n_nodes)):
-        raise bad("node ids are not 0..n-1")
+        raise PersistenceError(f"checkpoint {ck}: node ids are not 0..n-1")
     if not np.array_equal(exps["eid"], np.arange(n_exp)):
-        raise bad("experience ids are not 0..n-1")
-    # nodes
-    store._reserve_nodes(n_nodes)
-    nd = store._nodes
-    nd["parent"][:n_nodes] = nodes["parent"]
-    nd["depth"][:n_nodes] = nodes["depth"]
-    nd["key"][:n_nodes] = nodes["key"]
-    if n_nodes and (nodes["depth"].max() > L):
-        raise bad(f"a node is deeper than depth={L}")
-    first = KT.link_tree(nd["parent"], nd["depth"], n_nodes, nd["first_child"], nd["last_child"], nd["next_sibling"])
-    if first >= 0:
-        raise bad(f"node {first} has an inconsistent parent or depth")
-    store._pk_table[:] = -1
-    store._key_table[:] = -1
-    dup = KT.rebuild_tables_checked(store._pk_table, store._key_table, nd["parent"], nd["key"], nd["next_same_key"], n_nodes)
-    if dup >= 0:
-        raise bad(f"node {dup} duplicates the (parent, key) of an earlier node")
-    text = nodes["text"].combine_chunks() if isinstance(nodes["text"], pa.ChunkedArray) else nodes["text"]
+        raise PersistenceError(f"checkpoint {ck}: experience ids are not 0..n-1")
+    text = nodes.pop("text")
+    text = text.combine_chunks() if isinstance(text, pa.ChunkedArray) else text
     if not pa.types.is_large_string(text.type):
         text = text.cast(pa.large_string())
     _, offs_buf, data_buf = text.buffers()
     offs = np.frombuffer(offs_buf, dtype=np.int64)[text.offset : text.offset + n_nodes + 1]
     data = np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.zeros(0, np.uint8)
-    base = int(offs[0]) if offs.size else 0
-    used = int(offs[-1]) - base if offs.size else 0
-    store._text = np.array(data[base : base + used], dtype=np.uint8) if used else np.empty(64, np.uint8)
-    store._text_used = used
-    nd["text_end"][:n_nodes] = offs[1:] - base
-    # experiences
-    store._reserve_experiences(n_exp)
-    path = np.stack([exps[f"path_{i + 1}"] for i in range(L)], axis=1) if n_exp else np.zeros((0, L), np.int64)
-    store._exp["path"][:n_exp] = path
-    for c in _PERSISTED_1D:
-        store._exp[c][:n_exp] = exps[c]
-    ext = exps["external_id"]
-    if n_exp and (ext[0] < 0 or (np.diff(ext) <= 0).any()):
-        raise bad("external ids must be non-negative and strictly increasing with the row")
-    first = KT.link_experiences(store._exp["path"], n_exp, nd["parent"], n_nodes, nd["eid"])
-    if first >= 0:
-        raise bad(f"experience {first} has an invalid path")
-    q = np.stack([exps[f"q_{h}"] for h in store.horizons], axis=1) if n_exp else np.zeros((0, H))
-    if n_exp and (not np.isfinite(q).all() or q.min() < store.q_min or q.max() > store.q_max):
-        raise bad(f"reliability values outside [{store.q_min}, {store.q_max}] or not finite")
-    if n_exp and (exps["hit"].min() < 0 or (exps["hit"] > exps["recall"]).any()):
-        raise bad("hit counts must satisfy 0 <= hit <= recall")
-    blk = store._block
-    blk[:n_exp] = 0.0
-    blk[:n_exp, :H] = q
-    blk[:n_exp, C.hit_col(H)] = exps["hit"]
-    blk[:n_exp, C.recall_col(H)] = exps["recall"]
-    store._n_nodes, store._n_exp = n_nodes, n_exp
-    # ledger
-    if n_led:
-        if led["eid"].min() < 0 or led["eid"].max() >= n_exp or led["horizon"].min() < 0 or led["horizon"].max() >= H:
-            raise bad("ledger entries name unknown eids or horizons")
-        if not np.isin(led["status"], (0, 1)).all():
-            raise bad("ledger status values must be 0 (pending) or 1 (applied)")
-    store.ledger = FeedbackLedger.from_columns(led)
+    base = int(offs[0])
+    text_data = data[base : int(offs[-1])]
+    try:
+        store = build(p, _fields(nodes, C.NODE_PERSISTED, depth, horizons, n_nodes), offs - base, text_data,
+                      _fields(exps, C.EXPERIENCE_PERSISTED, depth, horizons, n_exp), led)
+    except StoreError as exc:
+        raise PersistenceError(f"checkpoint {ck}: {exc}") from exc
+    except (KeyError, TypeError, ValueError) as exc:
+        raise PersistenceError(f"{ck / MANIFEST} has bad parameters: {exc}") from exc
     store.extra_paths = {e: ck / "extras" / e for e in manifest.get("extras", [])}
     return store

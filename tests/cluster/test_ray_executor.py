@@ -13,7 +13,7 @@ import pytest
 pytest.importorskip("ray")
 
 from cluster.ray_executor import RayExecutor  # noqa: E402
-from cluster.toy import ToyLLMFactory, ToyMethod, toy_episodes  # noqa: E402
+from toy_harness import ToyLLMFactory, ToyMethod, toy_episodes, with_harness_path  # noqa: E402
 from engine.checkpoint import RoundCheckpoints, fingerprint  # noqa: E402
 from engine.errors import BackendError, ConfigError  # noqa: E402
 from engine.executor import LocalExecutor  # noqa: E402
@@ -158,7 +158,7 @@ DRIVER = """
 import sys
 import ray
 from cluster.ray_executor import RayExecutor
-from cluster.toy import ToyLLMFactory, ToyMethod, toy_episodes
+from toy_harness import ToyLLMFactory, ToyMethod, toy_episodes
 ray.init(address=sys.argv[2])
 ex = RayExecutor(workers=2, store_shards=2, num_cpus_per_worker=0.5)
 ex.run(ToyMethod(think_s=0.3), toy_episodes(20, seed=7), ToyLLMFactory(), 4, checkpoint_dir=sys.argv[1])
@@ -172,7 +172,7 @@ def test_killed_driver_resumes_to_the_uninterrupted_run(ray_cluster, two_workers
     script = tmp_path / "driver.py"
     script.write_text(DRIVER)
     address = ray_cluster.get_runtime_context().gcs_address
-    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
+    env = with_harness_path({**os.environ, "RAY_USAGE_STATS_ENABLED": "0"})
     proc = subprocess.Popen([sys.executable, str(script), str(ckpt), address], stdout=subprocess.PIPE,
                             stderr=subprocess.DEVNULL, text=True, env=env)
     store = RoundCheckpoints(ckpt, fingerprint("toy", EPISODES, ROUND, 2), shards=2)

@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from cluster.toy import ToyLLMFactory, ToyMethod, toy_episodes
+from toy_harness import ToyLLMFactory, ToyMethod, toy_episodes, with_harness_path
 from engine.checkpoint import RoundCheckpoints, fingerprint
 from engine.errors import ConfigError, InputError, MissingExtraError, PersistenceError
 from engine.executor import (
@@ -170,12 +170,43 @@ def test_make_executor_options():
         make_executor(SimpleNamespace(executor="local", workers=2, address=None))
     with pytest.raises(ConfigError, match="--address .* needs --executor ray"):
         make_executor(SimpleNamespace(executor="local", workers=1, address="10.0.0.1:6379"))
-    with pytest.raises(ConfigError, match="executor must be 'local' or 'ray', got 'spark'"):
+    with pytest.raises(ConfigError, match="executor must be one of 'local', 'ray', got 'spark'"):
         make_executor(SimpleNamespace(executor="spark", workers=1, address=None))
     with pytest.raises(ConfigError, match="workers must be an integer >= 1, got 0"):
         make_executor(SimpleNamespace(executor="ray", workers=0, address=None))
     with pytest.raises(ConfigError, match="checkpoint_every must be >= 1"):
         make_executor(opts, checkpoint_every=0)
+
+
+def test_executors_are_found_by_name_in_the_registry(monkeypatch):
+    from engine import executor as E
+
+    made = []
+
+    def factory(workers, address, **settings):
+        made.append((workers, address, settings["checkpoint_every"]))
+        return LocalExecutor(checkpoint_every=settings["checkpoint_every"])
+
+    monkeypatch.setattr(E, "_EXECUTORS", dict(E._EXECUTORS))
+    E.register_executor("inline", factory)
+    ex = make_executor(SimpleNamespace(executor="inline", workers=3, address="h:1"),
+                       config={"cluster": {"checkpoint_every": 2}})
+    assert isinstance(ex, LocalExecutor) and made == [(3, "h:1", 2)]
+    assert {"local", "inline"} <= set(E.executor_names())
+    with pytest.raises(InputError, match="executor name must be an identifier"):
+        E.register_executor("no spaces", factory)
+    with pytest.raises(InputError, match="needs a callable factory"):
+        E.register_executor("x", 42)
+
+
+def test_the_ray_executor_is_an_entry_point_of_the_package():
+    from importlib.metadata import entry_points
+
+    from engine.executor import EXECUTOR_ENTRY_POINTS
+
+    eps = {ep.name: ep.value for ep in entry_points(group=EXECUTOR_ENTRY_POINTS)}
+    assert eps.get("ray") == "cluster.ray_executor:RayExecutor", (
+        f"installed metadata lacks the executor entry points ({eps}); reinstall: pip install -e '.[dev]'")
 
 
 def test_cluster_section_configures_the_executor(tmp_path):
@@ -307,7 +338,7 @@ class _NoHooks:
 
 DRIVER = """
 import sys
-from cluster.toy import ToyLLMFactory, ToyMethod, toy_episodes
+from toy_harness import ToyLLMFactory, ToyMethod, toy_episodes
 from engine.executor import LocalExecutor
 LocalExecutor().run(ToyMethod(), toy_episodes(24, seed=3), ToyLLMFactory(latency_s=0.15), 2,
                     checkpoint_dir=sys.argv[1])
@@ -321,7 +352,8 @@ def test_killed_driver_resumes_to_the_uninterrupted_run(tmp_path):
     ckpt = tmp_path / "ckpt"
     script = tmp_path / "driver.py"
     script.write_text(DRIVER)
-    proc = subprocess.Popen([sys.executable, str(script), str(ckpt)], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([sys.executable, str(script), str(ckpt)], stdout=subprocess.PIPE, text=True,
+                            env=with_harness_path(os.environ))
     store = RoundCheckpoints(ckpt, fingerprint("toy", EPISODES, 2))
     deadline = time.time() + 60
     try:

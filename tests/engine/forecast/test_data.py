@@ -4,8 +4,8 @@ import pytest
 
 from engine.errors import InputError
 from engine.forecast.data import (
-    category_splits, futurex_correct, load_futurex, load_prophet_arena, load_prophet_arena_file, normalise_answer,
-    train_ids_from_files,
+    category_splits, futurex_correct, load_prophet_arena, load_prophet_arena_file, normalise_answer,
+    parse_futurex_item, read_json_objects, train_ids_from_files,
 )
 
 from .conftest import SHARED, make_row, write_csv
@@ -95,12 +95,11 @@ def test_futurex_items_and_normalisation(tmp_path):
              {"id": "f2", "question": "Rate?", "end_time": "2026-02-01T00:00:00Z", "ground_truth": ["4.25%"]}]
     p = tmp_path / "fx.jsonl"
     p.write_text("\n".join(json.dumps(i) for i in items), encoding="utf-8")
-    got = load_futurex(p)
+    got = [parse_futurex_item(o, where) for o, where in read_json_objects(p)]
     assert got[0].cutoff.tzinfo is not None and got[0].ground_truth == ("B, A",)
     assert futurex_correct(" a,b ", got[0]) and futurex_correct("'B; A'", got[0])
     assert not futurex_correct("A", got[0]) and not futurex_correct(None, got[0])
     assert futurex_correct("4.25%.", got[1])
     assert normalise_answer("  Ｙｅｓ ") == "yes"
-    p.write_text(json.dumps([{"id": "x", "question": "q", "end_time": "2026-01-01"}]), encoding="utf-8")
     with pytest.raises(InputError, match="item 0: missing required field 'ground_truth'"):
-        load_futurex(p)
+        parse_futurex_item({"id": "x", "question": "q", "end_time": "2026-01-01"}, "item 0")

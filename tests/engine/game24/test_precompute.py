@@ -182,6 +182,18 @@ def test_precompute_errors(tmp_path):
         read_tables(tmp_path)
     pre = precompute(["4 9 10 13"])
     write_tables(pre, tmp_path / "x")
+    good = (tmp_path / "x" / "edges.parquet").read_bytes()
+    (tmp_path / "x" / "edges.parquet").write_bytes(b"garbage")
+    with pytest.raises(PersistenceError, match=r"edges.parquet has 7 bytes, the manifest says \d+ \(truncated"):
+        read_tables(tmp_path / "x")
+    flipped = bytearray(good)
+    flipped[len(good) // 2] ^= 0xFF  # same size, one byte changed: only the sha256 sees it
+    (tmp_path / "x" / "edges.parquet").write_bytes(bytes(flipped))
+    with pytest.raises(PersistenceError, match="edges.parquet does not match its sha256"):
+        read_tables(tmp_path / "x")
+    manifest = json.loads((tmp_path / "x" / "manifest.json").read_text())
+    del manifest["files"]  # a folder written before checksums: the Parquet reader is the last check
+    (tmp_path / "x" / "manifest.json").write_text(json.dumps(manifest))
     (tmp_path / "x" / "edges.parquet").write_bytes(b"garbage")
     with pytest.raises(PersistenceError, match="not a readable Parquet file"):
         read_tables(tmp_path / "x")

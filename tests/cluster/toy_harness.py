@@ -1,7 +1,10 @@
-"""A deterministic toy self-evolving method and a fake LLM: the executors' test and benchmark harness.
+"""A deterministic toy self-evolving method and a fake LLM: the executors' test harness.
 
 Nothing here is a real model or a real benchmark; every figure produced with
-it is ``simulated``. It imports no ray, so the local executor's tests use it too.
+it is ``simulated``. It lives under tests/ (it is not shipped in the wheel) and
+imports no ray, so the local executor's tests use it too. Processes that
+unpickle it (Ray workers, driver subprocesses) find it through
+:func:`with_harness_path`.
 
 The experience is a struct-of-arrays table of nodes grouped in subtrees
 (``node_id i8[N]``, ``subtree i8[N]``, ``score f8[N]``, ``hits i8[N]``) plus a
@@ -28,6 +31,15 @@ import numpy as np
 from engine.errors import StoreError
 from engine.llm.base import Completion, Request, Response
 from engine.rounds import Episode, EpisodeResult
+
+HARNESS_DIR = Path(__file__).resolve().parent
+REPO = HARNESS_DIR.parents[1]
+
+
+def with_harness_path(env) -> dict[str, str]:
+    """A copy of ``env`` whose PYTHONPATH puts this folder and the repository first (subprocesses, Ray workers)."""
+    parts = [str(HARNESS_DIR), str(REPO)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    return {**env, "PYTHONPATH": os.pathsep.join(dict.fromkeys(parts))}
 
 COLUMNS = {"node_id": np.int64, "subtree": np.int64, "score": np.float64, "hits": np.int64}
 
