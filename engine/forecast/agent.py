@@ -19,8 +19,10 @@ Information (uniform) forecast (FutureX: counted wrong) and flagged
 with the question text instead of asking the model, for models too small to
 call tools; the call is recorded in the transcript like a model's.
 
-Modes: ``"foredreamer"`` (above), ``"full_text"`` (one turn, the question's own
-sources in the prompt, no search: the paper's Full Text row), ``"rag"`` (one
+Modes: ``"foredreamer"`` (above), ``"full_text"`` (one turn, the full text of
+the top-k cutoff-filtered search results for the question in the prompt, no
+subagent: the paper's Full Text row; the question's own sources only when no
+search provider is given), ``"rag"`` (one
 turn, the top-k cutoff-filtered search results' raw content, no subagent),
 ``"no_information"`` (one turn, the question alone: no search, no sources, no
 experience; the paper's No Information row, Tables 6, S9, S10), and
@@ -149,9 +151,9 @@ class ForecastAgent:
             if self.cfg.mode == "no_information":
                 return prompts.futurex_prompt(task, (), NO_SEARCH_NOTE)
             return self._with_preamble(task, prompts.futurex_prompt(task, bank))
-        if self.cfg.mode == "full_text":
-            return prompts.prophet_prompt(task, bank, _sources_text(task, self.cfg.context_chars),
-                                          "Search is disabled in this run: use the evidence below.")
+        if self.cfg.mode == "full_text":  # the paper's Full Text: the search results' full text, no subagent
+            text = self._rag_context(task) if self.search is not None else _sources_text(task, self.cfg.context_chars)
+            return prompts.prophet_prompt(task, bank, text, "Search is disabled in this run: use the evidence below.")
         if self.cfg.mode == "rag":
             return prompts.prophet_prompt(task, bank, self._rag_context(task),
                                           "Search is disabled in this run: use the retrieved evidence below.")

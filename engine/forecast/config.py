@@ -37,8 +37,15 @@ class DataConfig:
     n_evo: int = 5
     split_seed: int = 0
     use_train_files: bool = True  # evolution pool = ids of *_train_*.csv files when the folder has them
+    # search provider (C.4): "sources" = the dataset's own source summaries (offline), "tavily" or
+    # "tavily+firecrawl" = the paper's web providers (keys: TAVILY_API_KEY, FIRECRAWL_API_KEY)
+    search: str = "sources"
+    tavily_url: str = "https://api.tavily.com"
+    firecrawl_url: str = "https://api.firecrawl.dev"
 
     def __post_init__(self):
+        check(self.search in ("sources", "tavily", "tavily+firecrawl"),
+              f"data.search must be 'sources', 'tavily' or 'tavily+firecrawl', got {self.search!r}")
         check(bool(self.path.strip()), "data.path must name a folder of Prophet Arena CSV files "
                                        "(e.g. ../shared/data/forecast/prophet_arena), got ''")
         check(self.n_evo >= 1, f"data.n_evo must be >= 1, got {self.n_evo}")

@@ -88,7 +88,15 @@ def run(config: dict, options) -> int:
         llm, simulated = make_llm(config)
         tag = model_tag(llm, simulated)
         embedder = embedder_from_table(config.get("embed"))
-        search = corpus_from_questions(questions, embedder)
+        if cfg.data.search == "sources":
+            search = corpus_from_questions(questions, embedder)
+        else:  # the paper's web providers, behind the same cutoff guard as every provider
+            from engine.forecast.search import CutoffGuard
+            from engine.forecast.web_search import web_search
+
+            search = CutoffGuard(web_search(cfg.data.search, cfg.agent.context_chars, cfg.data.tavily_url,
+                                            cfg.data.firecrawl_url))
+        summary["search"] = cfg.data.search
         workspace = RunWorkspace(cfg.run.workspace, out, "foredreamer-")
         ws = workspace.path
         try:
