@@ -4,12 +4,15 @@
         Uniform and Market rows on every question of a Prophet Arena CSV file or folder.
     toe forecast splits DATA [--n-evo 5] [--seed 0]
         Per-category evolution/validation pool and held-out evaluation sizes (train files fix the pool).
+    toe forecast guides RUN
+        The evolved MemGuides of a run: lineage, validation scores, E.2 archetypes, tool reuse, E.1 ratios (+ PNG).
     toe forecast tools [DIR]
         Validate MemTools (seed tools by default) in the bubblewrap sandbox and print the E.1 cluster ratios.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 
@@ -60,6 +63,18 @@ def _tools(args) -> int:
     return 0
 
 
+def _guides(args) -> int:
+    from engine.forecast.guides_report import format_report, guides_report, plot_archetypes
+
+    report = guides_report(args.run)
+    print(format_report(report))
+    png = Path(args.png) if args.png else Path(args.run) / "guides_archetypes.png"
+    plot_archetypes(report, png)
+    (Path(args.run) / "guides.json").write_text(json.dumps(report, indent=1), encoding="utf-8")
+    print(f"wrote {png} and {Path(args.run) / 'guides.json'}")
+    return 0
+
+
 def register(subparsers) -> None:
     """Add this module's subcommands to the `toe` parser."""
     p = subparsers.add_parser("forecast", help="ForeDreamer / Prophet Arena helpers (no model needed)")
@@ -77,4 +92,8 @@ def register(subparsers) -> None:
     t = sub.add_parser("tools", help="validate MemTools in the sandbox and print E.1 cluster ratios")
     t.add_argument("dir", nargs="?", default="", help="folder of MemTool .py files (default: the seed tools)")
     t.set_defaults(func=_tools)
+    g = sub.add_parser("guides", help="evolved MemGuides of a run: lineage, archetypes (E.2), reuse, E.1 ratios")
+    g.add_argument("run", help="run folder of an evolved run (toe run ... --set run.evolve=true --out RUN)")
+    g.add_argument("--png", default="", help="archetype chart (default: RUN/guides_archetypes.png)")
+    g.set_defaults(func=_guides)
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])

@@ -204,6 +204,8 @@ def _evolved_rows(cfg, llm, runner, store, splits, tag, details) -> list[Row]:
             eps = runner.rollouts(ev_q, store.guides[gid], store.tool_paths(store.guides[gid]["tool_names"]), bank)
             results.append((score("x", ev_q, [e.probs for e in eps], scorer=cfg.run.scorer).avg_brier, val, gid, bank.version, eps))
         details[f"evolution/{s.category}"] = {"log": evo.log, "tree_edges": evo.tree.edges,
+                                               "scores": dict(evo.tree.score), "store": str(store.root),
+                                               "categories": {k: list(v) for k, v in evo.categories.items()},
                                                "top": [(r[2], r[3], r[1], r[0]) for r in results]}
         top1 = results[0]
         best = min(results, key=lambda r: r[0])

@@ -51,6 +51,15 @@ def test_simulated_run_with_evolution(pa_folder, tmp_path, capsys):
         seed = next(iter(store.guides))
         assert log[0]["parent"] == seed
         assert all(store.manifest["guides"][g].get("parent") in (None, seed) for g in store.guides)
+    # toe forecast guides RUN: lineage, archetypes and a PNG from the same run
+    capsys.readouterr()
+    assert toe_main(["forecast", "guides", str(tmp_path / "o")]) == 0
+    out = capsys.readouterr().out
+    assert "## Economics" in out and "## Sports" in out and "Tool-Orchestrated Processing" in out
+    report = json.loads((tmp_path / "o" / "guides.json").read_text())
+    seed_rows = [g for g in report["Economics"]["guides"] if g["how"] == "seed"]
+    assert len(seed_rows) == 1 and seed_rows[0]["parent"] is None
+    assert (tmp_path / "o" / "guides_archetypes.png").stat().st_size > 1000
 
 
 

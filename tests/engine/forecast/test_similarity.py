@@ -37,3 +37,18 @@ def test_cluster_ratio_on_seed_tools():
     assert 0 < r < 1  # the duplicate joins its original
     with pytest.raises(InputError, match="metric must be one of"):
         similarity_matrix(srcs, "cosine")
+
+
+def test_guide_archetypes_follow_the_e2_definitions():
+    from engine.forecast.guides_report import ARCHETYPES, archetype
+
+    writer = {"function": {"parameters": {"type": "object", "properties": {"text": {"type": "string"}},
+                                          "required": ["text"]}}}
+    g = lambda prompt, *tools: {"guide_name": "g", "prompt": prompt, "tool_names": list(tools)}  # noqa: E731
+    assert archetype(g("Read, clean and write.", "tool_read", "tool_clean", "tool_write_final"), {}) == ARCHETYPES[0]
+    assert archetype(g("Extract, then synthesise.", "tool_extract_to_cache", "tool_save"),
+                     {"tool_save": writer}) == ARCHETYPES[1]
+    assert archetype(g("Join both.", "tool_spec_extractor", "tool_content_extractor", "tool_save"),
+                     {"tool_save": writer}) == ARCHETYPES[2]
+    assert archetype(g("Plan the queries, then validate and rank the evidence.", "tool_read", "tool_write"),
+                     {}) == ARCHETYPES[3]
