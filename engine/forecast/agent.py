@@ -25,7 +25,9 @@ subagent: the paper's Full Text row; the question's own sources only when no
 search provider is given), ``"rag"`` (one
 turn, the top-k cutoff-filtered search results' raw content, no subagent),
 ``"no_information"`` (one turn, the question alone: no search, no sources, no
-experience; the paper's No Information row, Tables 6, S9, S10), and
+experience; the paper's No Information row, Tables 6, S9, S10),
+``"market_informed"`` (the engine's own option beyond the paper: ForeDreamer with
+the market's implied probabilities at the snapshot stated as a prior), and
 the memory baselines ``"mem0"``, ``"memrl"``, ``"reme"``, ``"flex"`` (paper
 C.2: "applied to process the evidence retrieved by the search module"): the
 same search loop as ``"foredreamer"``, but the search results go to an
@@ -52,8 +54,10 @@ from engine.forecast.toolcalls import parse_boxed, parse_prophet_answer, parse_t
 from engine.llm.base import Request
 
 MEMORY_MODES = ("mem0", "memrl", "reme", "flex")  # memory baselines applied to the retrieved evidence
-SEARCH_MODES = ("foredreamer",) + MEMORY_MODES  # modes that run the multi-turn search loop
-MODES = ("foredreamer", "full_text", "rag", "no_information") + MEMORY_MODES
+SEARCH_MODES = ("foredreamer", "market_informed") + MEMORY_MODES  # modes that run the multi-turn search loop
+MODES = ("foredreamer", "full_text", "rag", "no_information", "market_informed") + MEMORY_MODES
+MARKET_PRIOR_NOTE = ("Beyond the evidence, use the market's implied probabilities at the snapshot as your prior "
+                     "and move away from them only as far as the evidence justifies.")
 NO_SEARCH_NOTE = "Search is disabled in this run: forecast from the question alone."
 
 
@@ -159,6 +163,8 @@ class ForecastAgent:
                                           "Search is disabled in this run: use the retrieved evidence below.")
         if self.cfg.mode == "no_information":  # paper Tables 6, S9, S10: the model alone, no search, no sources
             return prompts.prophet_prompt(task, (), "", NO_SEARCH_NOTE)
+        if self.cfg.mode == "market_informed":  # the engine's own option, not the paper's: market prices as a prior
+            return prompts.prophet_prompt(task, bank, "", MARKET_PRIOR_NOTE, market_prior=True)
         return self._with_preamble(task, prompts.prophet_prompt(task, bank))
 
     def _with_preamble(self, task, prompt: str) -> str:

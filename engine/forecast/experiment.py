@@ -137,7 +137,8 @@ def run(config: dict, options) -> int:
                                 subagent_tokens=cfg.subagent.max_tokens, subagent_chars=cfg.subagent.max_chars)
                 eps = r.rollouts(evaluated, store.guides[seed_gid], store.tool_paths(store.guides[seed_gid]["tool_names"]))
                 name = {"foredreamer": "ForeDreamer (seed guide, empty bank)", "full_text": "Full Text",
-                        "rag": "RAG", "no_information": "No Information (model, no search)"}[method]
+                        "rag": "RAG", "no_information": "No Information (model, no search)",
+                        "market_informed": "Market-informed ForeDreamer (engine option)"}[method]
                 rows.append(score(name + tag, evaluated, [e.probs for e in eps], sum(e.failed for e in eps), cfg.run.scorer))
                 details[method] = [{"qid": e.qid, "probs": e.probs, "failed": e.failed, "searches": e.searches,
                                     "memories": [{"item": str(m.item_dir), "fallback": m.fallback, "calls": m.calls}

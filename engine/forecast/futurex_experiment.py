@@ -165,7 +165,8 @@ def _details(eps, metric: FutureXAccuracy) -> list[dict]:
 
 
 NAMES = {"foredreamer": "ForeDreamer (seed guide, empty bank)", "full_text": "Full Text", "rag": "RAG",
-         "no_information": "No Information (model, no search)"}
+         "no_information": "No Information (model, no search)",
+                        "market_informed": "Market-informed ForeDreamer (engine option)"}
 
 
 def run(config: dict, options) -> int:
@@ -196,7 +197,8 @@ def run(config: dict, options) -> int:
     summary: dict = {"config": config, "n_items": len(tasks), "split": {"evo": [t.qid for t in evo],
                                                                         "eval": [t.qid for t in ev]},
                      "evaluated": [t.qid for t in evaluated], "reference_all": [to_dict(r) for r in ref_all]}
-    if "foredreamer" in cfg.run.methods:  # MemTools run: the sandbox must work before any LLM call
+    tool_methods = {"foredreamer", "market_informed"} & set(cfg.run.methods)
+    if tool_methods:  # MemTools run: the sandbox must work before any LLM call
         from engine.forecast.sandbox import preflight
 
         summary["sandbox"] = preflight(cfg.sandbox)
@@ -216,7 +218,7 @@ def run(config: dict, options) -> int:
     ws = workspace.path
     try:
         store = seed_gid = None
-        if "foredreamer" in cfg.run.methods:  # only ForeDreamer runs MemTools (sandboxed)
+        if tool_methods:  # only ForeDreamer (and its market-informed variant) runs MemTools (sandboxed)
             store = ProceduralStore(ws / "procedural", cfg.sandbox)
             seed_gid = store.seed(seed_tool_sources(), DEFAULT_GUIDE)
         for method in cfg.run.methods:

@@ -69,13 +69,19 @@ def experience_section(bank) -> str:
             f"evidence about this event comes first.\n{lines}\n")
 
 
-def prophet_prompt(q, bank, sources_context: str = "", search_note: str = "") -> str:
-    """Prompt 4: Prophet Arena task prompt (one probability per listed outcome, JSON only)."""
+def prophet_prompt(q, bank, sources_context: str = "", search_note: str = "", market_prior: bool = False) -> str:
+    """Prompt 4: Prophet Arena task prompt (one probability per listed outcome, JSON only).
+
+    ``market_prior`` adds each outcome's implied probability (mid price) to the market context.
+    """
     market_lines = []
     for m in q.markets:
         quote = q.market_data.get(m)
         if quote:
-            market_lines.append(f"- {m}: yes_bid {quote.get('yes_bid')}, yes_ask {quote.get('yes_ask')} (cents)")
+            line = f"- {m}: yes_bid {quote.get('yes_bid')}, yes_ask {quote.get('yes_ask')} (cents)"
+            if market_prior and quote.get("yes_bid") is not None and quote.get("yes_ask") is not None:
+                line += f"; implied probability {(float(quote['yes_bid']) + float(quote['yes_ask'])) / 200:.3f}"
+            market_lines.append(line)
         else:
             market_lines.append(f"- {m}: no quote")
     example = ",\n    ".join(f'"{m}": <probability from 0 to 1>' for m in q.markets)

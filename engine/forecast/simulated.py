@@ -32,7 +32,7 @@ from engine.llm.base import Completion, Request, Response
 
 MODEL_NAME = "simulated-forecaster"
 
-_MARKET = re.compile(r"^- (.+?): yes_bid ([0-9.]+), yes_ask ([0-9.]+) \(cents\)$", re.M)
+_MARKET = re.compile(r"^- (.+?): yes_bid ([0-9.]+), yes_ask ([0-9.]+) \(cents\)(?:;[^\n]*)?$", re.M)
 _NOQUOTE = re.compile(r"^- (.+?): no quote$", re.M)
 _FX_OPTION = re.compile(r"^\s*\(?([A-Z])[.):]\s+(.+?)\s*$", re.M)
 _FX_NUMBER = re.compile(r"(?<![\w.])[-+]?\d+(?:\.\d+)?(?![\w.]*\d)")

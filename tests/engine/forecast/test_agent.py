@@ -169,3 +169,13 @@ def test_no_information_is_the_model_alone_without_search(pa_folder, tmp_path):
         prompt = "\n".join(m["content"] for m in req.messages)
         assert "forecast from the question alone" in prompt
         assert all(s.url not in prompt for s in q.sources)  # no pre-collected sources either
+
+
+def test_market_informed_states_the_market_prior_and_is_its_own_row(pa_folder, tmp_path):
+    q = load_prophet_arena(pa_folder)[0]
+    base = ForecastAgent(None, None, AgentConfig(mode="foredreamer"), tmp_path)._task_prompt(q, ())
+    informed = ForecastAgent(None, None, AgentConfig(mode="market_informed"), tmp_path)._task_prompt(q, ())
+    assert "implied probability" not in base and "as your prior" not in base
+    quote = q.market_data[q.markets[0]]
+    assert f"implied probability {(quote['yes_bid'] + quote['yes_ask']) / 200:.3f}" in informed
+    assert "as your prior" in informed

@@ -185,3 +185,14 @@ def test_no_tool_reuse(pa_folder, seeded_store_dir):
     assert entry["reuse"] == [] and not any("candidate_tool_names" in p for p in llm.prompts)
     with pytest.raises(ValueError, match="max_reuse must be in \\[0, 3\\]"):
         EvolutionConfig(max_reuse=4)
+
+
+@needs_bwrap
+def test_exploration_off_never_explores(pa_folder, seeded_store_dir):
+    qs = load_prophet_arena(pa_folder, ["Economics"])[:2]
+    ev = Evolution(_Garbage(), _FakeRunner({}), ProceduralStore(seeded_store_dir), qs,
+                   EvolutionConfig(iterations=4, explore_every=0, textual=False))
+    assert all(e.get("kind") != "explore" for e in ev.run())
+    ev = Evolution(_Garbage(), _FakeRunner({}), ProceduralStore(seeded_store_dir), qs,
+                   EvolutionConfig(iterations=4, explore_every=2, textual=False))
+    assert [e.get("kind") for e in ev.run()].count("explore") == 2
