@@ -34,7 +34,7 @@ from engine.game24.methods import BASELINE_NAMES, EXPERIENCE_FREE, check_method_
 from engine.game24.tot import PuzzleTask, ToTConfig
 from engine.rounds import Episode
 
-TOP_KEYS = ("task", "title", "methods", "seeds", "protocol", "tot", "toe", "llm", "embed", "report") + BASELINE_NAMES
+TOP_KEYS = ("task", "title", "methods", "seeds", "protocol", "tot", "toe", "llm", "embed", "cluster", "report") + BASELINE_NAMES
 
 
 @dataclass(frozen=True)
