@@ -35,7 +35,7 @@ from engine.forecast.evidence_memory import ROW_NAMES
 from engine.forecast.memory_baselines import MemoryBaselineRunner
 from engine.forecast.memtools import ProceduralStore
 from engine.forecast.metrics import Row, format_table, reference_rows, score
-from engine.forecast.run_support import RunWorkspace, close_llm, make_llm, model_tag, write_outputs
+from engine.forecast.run_support import RunWorkspace, close_llm, heading, make_llm, model_tag, write_outputs
 from engine.forecast.search import corpus_from_questions
 from engine.forecast.seed_tools import DEFAULT_GUIDE, seed_tool_sources
 
@@ -60,7 +60,7 @@ def run(config: dict, options) -> int:
     out = Path(options.out) if getattr(options, "out", None) else None
     t0 = time.perf_counter()
 
-    lines = [f"# {config.get('title', 'ForeDreamer on Prophet Arena')}", "",
+    lines = [heading("ForeDreamer on Prophet Arena"), "",
              f"Data: {path} ({len(all_questions)} unique questions; model rows use {len(splits)} categories)"]
     ref_all = reference_rows(all_questions)
     lines += ["", "## Reference rows on every loaded question (Brier, lower is better)", "",
@@ -81,6 +81,8 @@ def run(config: dict, options) -> int:
     else:
         llm, simulated = make_llm(config)
         tag = model_tag(llm, simulated)
+        lines[0] = heading("ForeDreamer on Prophet Arena", llm, simulated)
+        summary.update(backend=llm.answered_by[0], model=llm.answered_by[1], simulated=simulated)
         embedder = embedder_from_table(config.get("embed"))
         search = corpus_from_questions(questions, embedder)
         workspace = RunWorkspace(cfg.run.workspace, out, "foredreamer-")

@@ -50,7 +50,7 @@ from engine.forecast.futurex_corpus import FutureXCorpus, load_futurex_documents
 from engine.forecast.futurex_metrics import AccuracyRow, accuracy_row, format_accuracy_table, reference_rows
 from engine.forecast.futurex_tasks import EXAMPLE_DOCS, EXAMPLE_ITEMS, futurex_split, is_correct, load_futurex_tasks
 from engine.forecast.memtools import ProceduralStore
-from engine.forecast.run_support import RunWorkspace, close_llm, make_llm, model_tag, write_outputs
+from engine.forecast.run_support import RunWorkspace, close_llm, heading, make_llm, model_tag, write_outputs
 from engine.forecast.search import SearchProvider, SearchResult
 from engine.forecast.seed_tools import DEFAULT_GUIDE, seed_tool_sources
 
@@ -181,7 +181,7 @@ def run(config: dict, options) -> int:
     t0 = time.perf_counter()
     example = cfg.data.path == EXAMPLE
 
-    lines = [f"# {config.get('title', 'ForeDreamer on FutureX')}", "",
+    lines = [heading("ForeDreamer on FutureX"), "",
              f"Items: {items_path} ({len(tasks)} items" + ("; the FICTIONAL format example shipped with the engine, "
                                                             "not FutureX benchmark data" if example else "") + ")",
              f"Documents: {docs_path or 'none'}; search: "
@@ -197,6 +197,8 @@ def run(config: dict, options) -> int:
                      "evaluated": [t.qid for t in evaluated], "reference_all": [to_dict(r) for r in ref_all]}
     llm, simulated = make_llm(config)
     tag = model_tag(llm, simulated)
+    lines[0] = heading("ForeDreamer on FutureX", llm, simulated)
+    summary.update(backend=llm.answered_by[0], model=llm.answered_by[1], simulated=simulated)
     embedder = embedder_from_table(config.get("embed"))
     corpus = load_futurex_documents(docs_path, embedder) if docs_path else FutureXCorpus()
     if cfg.data.search_provider:

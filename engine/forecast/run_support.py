@@ -18,12 +18,25 @@ def make_llm(config: dict):
         return MeteredBackend(SimulatedForecastBackend(seed=llm_cfg.seed)), True
     from engine.llm.factory import make_backend
 
-    return MeteredBackend(make_backend(llm_cfg)), False
+    llm = MeteredBackend(make_backend(llm_cfg))
+    return llm, llm.answered_by[0] == "simulated"  # a replay of a simulated trace is simulated
 
 
 def model_tag(llm, simulated: bool) -> str:
-    """The suffix every model row carries: ``[simulated]`` or ``[backend:model]``."""
-    return " [simulated]" if simulated else f" [{llm.name}:{llm.model.rsplit('/', 1)[-1]}]"
+    """The suffix every model row carries: ``[simulated]`` or ``[backend:model]`` of what answered
+    (a replay: the backend that recorded the trace)."""
+    backend, model = llm.answered_by
+    return " [simulated]" if simulated else f" [{backend}:{model.rsplit('/', 1)[-1]}]"
+
+
+def heading(what: str, llm=None, simulated: bool = False) -> str:
+    """A run's heading: what ran and what answered it (never the config's title, which may name another backend)."""
+    if llm is None:
+        return f"# {what}: reference rows only (no model rows)"
+    backend, model = llm.answered_by
+    if simulated:
+        return f"# {what}: SIMULATED forecasting harness ({model}), not a model"
+    return f"# {what}: backend {backend}, model {model}"
 
 
 def close_llm(llm) -> None:
