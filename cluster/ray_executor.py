@@ -44,7 +44,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy, Place
 from cluster.store_actors import StoreOwner
 from cluster.workers import EpisodePool, EpisodeWorker
 from engine.errors import BackendError, ConfigError
-from engine.executor import RoundLoop, worker_stats
+from engine.executor import RoundLoop, check_cluster_resources, worker_stats
 
 
 def _run_share(method_ref, snapshot_refs, actor, episodes):
@@ -172,6 +172,10 @@ class RayExecutor(RoundLoop):
         reused and reloaded per run.
         """
         self._ensure_ray()
+        if not self.workers:  # fail at once on resources the cluster can never give, rather than wait
+            check_cluster_resources(self.n_workers, self.num_cpus_per_worker, self.num_gpus_per_worker,
+                                    self.tensor_parallel_size,
+                                    [n.get("Resources", {}) for n in ray.nodes() if n.get("Alive")])
         t0 = time.perf_counter()
         shards = self._shards(method)
         parts = [method] if shards == 1 else method.split(shards)

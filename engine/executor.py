@@ -117,11 +117,22 @@ def restore_state(method: Method, cursor: Cursor) -> None:
 
 
 @contextmanager
-def progress_bar(total: int, enabled: bool = True, desc: str = "episodes", **tqdm_kwargs) -> Iterator[Any]:
-    """A tqdm bar over all episodes of a run (all workers); its ``update`` is a :data:`ProgressFn`."""
+def progress_bar(total: int, enabled: bool = True, desc: str = "episodes", round_size: int = 0,
+                 **tqdm_kwargs) -> Iterator[Any]:
+    """A tqdm bar over all episodes of a run (all workers): episodes, rate and ETA, and with
+    ``round_size`` the rounds finished; its ``update`` is a :data:`ProgressFn`."""
     from tqdm.auto import tqdm
 
     bar = tqdm(total=total, desc=desc, unit="ep", disable=not enabled, dynamic_ncols=True, **tqdm_kwargs)
+    if round_size > 0:
+        n_rounds = -(-total // round_size)
+        update = bar.update
+
+        def update_with_rounds(n: int = 1):
+            update(n)
+            bar.set_postfix_str(f"rounds {bar.n // round_size}/{n_rounds}", refresh=False)
+
+        bar.update = update_with_rounds
     try:
         yield bar
     finally:

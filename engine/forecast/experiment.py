@@ -35,7 +35,7 @@ from engine.forecast.evidence_memory import ROW_NAMES
 from engine.forecast.memory_baselines import MemoryBaselineRunner
 from engine.forecast.memtools import ProceduralStore
 from engine.forecast.metrics import Row, format_table, reference_rows, score
-from engine.forecast.run_support import RunWorkspace, close_llm, heading, make_llm, model_tag, write_outputs
+from engine.forecast.run_support import RunProgress, RunWorkspace, close_llm, heading, make_llm, model_tag, write_outputs
 from engine.forecast.search import corpus_from_questions
 from engine.forecast.seed_tools import DEFAULT_GUIDE, seed_tool_sources
 
@@ -95,7 +95,13 @@ def run(config: dict, options) -> int:
                 runner = Runner(llm, search, cfg.agent, ws / "rollouts", store, cfg.subagent.mode,
                                 cfg.subagent.max_steps, cfg.sandbox)
             details, notes = {}, []
-            for method in cfg.run.methods:
+            progress = RunProgress(len(evaluated) * len(cfg.run.methods), getattr(options, "progress", True),
+                                   "forecast")
+            llm = progress.watch(llm)
+            for k, method in enumerate(cfg.run.methods):
+                if k:
+                    progress.done(len(evaluated))
+                progress.method(f"[{k + 1}/{len(cfg.run.methods)}] {method}")
                 if method in ROW_NAMES:
                     mr = MemoryBaselineRunner(method, llm, search, cfg.agent, cfg.memory_baselines, embedder,
                                               ws / f"rollouts-{method}")
@@ -129,6 +135,8 @@ def run(config: dict, options) -> int:
                                     "memories": [{"item": str(m.item_dir), "fallback": m.fallback, "calls": m.calls}
                                                  for m in e.memories],
                                     "raw_answer": e.raw_answer[-400:]} for e in eps]
+            progress.done(len(evaluated))
+            progress.close()
             summary["details"] = details
             summary["usage"] = to_dict(llm.meter.total)
         finally:

@@ -50,7 +50,7 @@ from engine.forecast.futurex_corpus import FutureXCorpus, load_futurex_documents
 from engine.forecast.futurex_metrics import AccuracyRow, accuracy_row, format_accuracy_table, reference_rows
 from engine.forecast.futurex_tasks import EXAMPLE_DOCS, EXAMPLE_ITEMS, futurex_split, is_correct, load_futurex_tasks
 from engine.forecast.memtools import ProceduralStore
-from engine.forecast.run_support import RunWorkspace, close_llm, heading, make_llm, model_tag, write_outputs
+from engine.forecast.run_support import RunProgress, RunWorkspace, close_llm, heading, make_llm, model_tag, write_outputs
 from engine.forecast.search import SearchProvider, SearchResult
 from engine.forecast.seed_tools import DEFAULT_GUIDE, seed_tool_sources
 
@@ -214,7 +214,13 @@ def run(config: dict, options) -> int:
         if "foredreamer" in cfg.run.methods:  # only ForeDreamer runs MemTools (sandboxed)
             store = ProceduralStore(ws / "procedural", cfg.sandbox)
             seed_gid = store.seed(seed_tool_sources(), DEFAULT_GUIDE)
-        for method in cfg.run.methods:
+        progress = RunProgress(len(evaluated) * len(cfg.run.methods), getattr(options, "progress", True),
+                               "forecast")
+        llm = progress.watch(llm)
+        for k, method in enumerate(cfg.run.methods):
+            if k:
+                progress.done(len(evaluated))
+            progress.method(f"[{k + 1}/{len(cfg.run.methods)}] {method}")
             if method in MEMORY_MODES:
                 from engine.forecast.evidence_memory import ROW_NAMES
                 from engine.forecast.memory_baselines import MemoryBaselineRunner
@@ -243,6 +249,8 @@ def run(config: dict, options) -> int:
             rows.append(accuracy_row(NAMES[method] + tag, evaluated, [float(metric.correct(e)) for e in eps],
                                      sum(e.failed for e in eps)))
             details[method] = _details(eps, metric)
+        progress.done(len(evaluated))
+        progress.close()
         summary["usage"] = to_dict(llm.meter.total)
     finally:
         close_llm(llm)

@@ -71,3 +71,45 @@ def write_outputs(text: str, summary: dict, out: Path | None) -> None:
         out.mkdir(parents=True, exist_ok=True)
         (out / "table.md").write_text(text + "\n", encoding="utf-8")
         (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str), encoding="utf-8")
+
+
+class RunProgress:
+    """A progress bar over a forecast run's rows (questions x methods) with the LLM calls so far.
+
+    The agent answers a method's questions as one batched multi-turn loop, so the bar
+    advances per method; the LLM-call count on it moves with every batched call, and the
+    bar's rate gives the ETA over the remaining methods.
+    """
+
+    def __init__(self, total: int, enabled: bool, desc: str):
+        from tqdm.auto import tqdm
+
+        self.bar = tqdm(total=total, desc=desc, unit="question", disable=not enabled, dynamic_ncols=True)
+
+    def method(self, name: str) -> None:
+        self.bar.set_description_str(name)
+
+    def done(self, n: int) -> None:
+        self.bar.update(n)
+
+    def watch(self, llm) -> "ProgressLLM":
+        return ProgressLLM(llm, self.bar)
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+class ProgressLLM:
+    """The metered backend, unchanged, except that each ``generate`` shows the running LLM-call count."""
+
+    def __init__(self, llm, bar):
+        self._llm = llm
+        self._bar = bar
+
+    def __getattr__(self, key):
+        return getattr(self._llm, key)
+
+    def generate(self, requests):
+        out = self._llm.generate(requests)
+        self._bar.set_postfix_str(f"LLM calls {self._llm.meter.total.calls}", refresh=True)
+        return out

@@ -200,7 +200,8 @@ def run(config: dict, options) -> int:
         ckpt = out / "checkpoint" / f"{name}-seed{seed}" if exp.protocol.checkpoint else None
         try:
             with progress_bar(len(episodes), enabled=options.progress,
-                              desc=f"[{k + 1}/{n_runs}] {name} seed {seed}") as bar:
+                              desc=f"[{k + 1}/{n_runs}] {name} seed {seed}",
+                              round_size=exp.protocol.round_size) as bar:
                 results = executor.run(method, episodes, _llm_factory(llm_cfg, seed),
                                        round_size=exp.protocol.round_size, progress=bar.update,
                                        checkpoint_dir=ckpt)
