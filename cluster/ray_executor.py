@@ -41,6 +41,7 @@ import ray
 from ray.util.placement_group import placement_group, remove_placement_group
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy, PlacementGroupSchedulingStrategy
 
+from cluster.auth import connection_hint, enable_driver_token_auth
 from cluster.store_actors import StoreOwner
 from cluster.workers import EpisodePool, EpisodeWorker
 from engine.errors import BackendError, ConfigError
@@ -112,7 +113,11 @@ class RayExecutor(RoundLoop):
         if ray.is_initialized():
             return
         kwargs = {"include_dashboard": False, "log_to_driver": True, **self.init_kwargs}
-        ray.init(address=self.address, **kwargs)
+        enable_driver_token_auth(self.address)  # an existing cluster with token auth: send the token we hold
+        try:
+            ray.init(address=self.address, **kwargs)
+        except ConnectionError as exc:
+            raise BackendError(connection_hint(str(self.address))) from exc
         self._owns_ray = True
 
     def close(self) -> None:
