@@ -107,6 +107,6 @@ class LLMConfig:
 def load_llm_config(data: Mapping[str, Any] | None, where: str = "llm") -> LLMConfig:
     """Build :class:`LLMConfig` from a whole config dict (its ``llm`` table) or the table itself."""
     data = {} if data is None else data
-    if "llm" in data and isinstance(data["llm"], Mapping):
-        data = data["llm"]
+    if "llm" in data or "task" in data:  # a whole config (LLMConfig has neither key): its [llm] table
+        data = data.get("llm") or {}
     return from_dict(LLMConfig, data, where)
