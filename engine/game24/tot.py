@@ -573,7 +573,8 @@ class ToTMethod:
 
     def save_state(self, directory) -> None:
         """Checkpoint hook (engine.rounds): the hooks' own atomic save (else a pickle), plus the value cache."""
-        from engine.checkpoint import atomic_write_bytes, save_method_state
+        from engine.atomic_io import write_bytes as atomic_write_bytes
+        from engine.checkpoint import save_method_state
 
         directory = Path(directory)
         save_method_state(self.hooks, directory)
