@@ -21,18 +21,6 @@ TASKS = {
     "futurex": "engine.forecast.futurex_experiment:run",
 }
 
-# How each task's summary.json becomes one flat record per method (``toe sweep`` tables, ``--track``
-# metrics), the metric a sweep plots by default, and the overrides that make a killed run resumable.
-SUMMARY_ROWS = {
-    "game24": "engine.game24.report:summary_rows",
-    "finance": "engine.finance.report:summary_rows",
-    "forecast": "engine.forecast.metrics:summary_rows",
-    "futurex": "engine.forecast.futurex_metrics:summary_rows",
-}
-DEFAULT_METRIC = {"game24": "acc_any", "finance": "tsIC_20d_Exploitation", "forecast": "brier",
-                  "futurex": "accuracy"}
-RESUME_OVERRIDES = {"game24": {"protocol.checkpoint": True}}
-
 
 @dataclass(frozen=True)
 class RunOptions:
@@ -48,18 +36,9 @@ class RunOptions:
 
 
 def runner_for(task: str):
-    return _load(task, TASKS)
-
-
-def summary_rows(task: str, summary: dict) -> list[dict]:
-    """One flat record per method (``{"method": ..., metric: value, ...}``) from a run's summary.json."""
-    return _load(task, SUMMARY_ROWS)(summary)
-
-
-def _load(task: str, table: dict[str, str]):
-    if task not in table:
-        raise ConfigError(f"unknown task {task!r}; valid tasks: {', '.join(sorted(table))}")
-    module, _, func = table[task].partition(":")
+    if task not in TASKS:
+        raise ConfigError(f"unknown task {task!r}; valid tasks: {', '.join(sorted(TASKS))}")
+    module, _, func = TASKS[task].partition(":")
     try:
         mod = importlib.import_module(module)
     except ModuleNotFoundError as exc:
@@ -67,3 +46,24 @@ def _load(task: str, table: dict[str, str]):
             raise ConfigError(f"task {task!r} is not available in this build ({module} missing)") from exc
         raise
     return getattr(mod, func)
+
+
+# How each task's summary.json becomes one flat record per method (``toe sweep`` tables, ``--track``
+# metrics), the metric a sweep plots by default, and the overrides that make a killed run resumable.
+SUMMARY_ROWS = {
+    "game24": "engine.game24.report:summary_rows",
+    "finance": "engine.finance.report:summary_rows",
+    "forecast": "engine.forecast.metrics:summary_rows",
+    "futurex": "engine.forecast.futurex_metrics:summary_rows",
+}
+DEFAULT_METRIC = {"game24": "acc_any", "finance": "tsIC_20d_Exploitation", "forecast": "brier",
+                  "futurex": "accuracy"}
+RESUME_OVERRIDES = {"game24": {"protocol.checkpoint": True}}
+
+
+def summary_rows(task: str, summary: dict) -> list[dict]:
+    """One flat record per method (``{"method": ..., metric: value, ...}``) from a run's summary.json."""
+    if task not in SUMMARY_ROWS:
+        raise ConfigError(f"unknown task {task!r}; valid tasks: {', '.join(sorted(SUMMARY_ROWS))}")
+    module, _, func = SUMMARY_ROWS[task].partition(":")
+    return getattr(importlib.import_module(module), func)(summary)

@@ -103,6 +103,7 @@ def plan(options: SweepOptions) -> Sweep:
         path = options.out / "runs" / combo.name
         argv = ("run", str(options.config_path), "--out", str(path), "--no-progress",
                 *(x for s in sets for x in ("--set", s)), *options.run_args)
+        _preflight(resolved, options, path, sets)
         record = read_record(path)
         if record is not None and record.get("fingerprint") != fp:
             raise ConfigError(
@@ -111,6 +112,16 @@ def plan(options: SweepOptions) -> Sweep:
         finished = record is not None and record.get("status") == "finished" and read_summary(path) is not None
         sweep.runs.append(SweepRun(combo, path, argv, fp, finished))
     return sweep
+
+
+def _preflight(resolved: dict, options: SweepOptions, path: Path, sets) -> None:
+    """Validate the run's whole config the way ``toe run`` will, where the engine can (``engine.tasks.resolve``)."""
+    try:
+        from engine.tasks import RunOptions, resolve
+    except ImportError:  # an engine without a resolved-plan check: each run validates itself
+        return
+    resolve(resolved, RunOptions(config_path=options.config_path, out=path, executor="local",
+                                 overrides=tuple(sets), progress=False))
 
 
 def read_record(path: Path) -> dict | None:
@@ -200,6 +211,9 @@ def execute(sweep: Sweep) -> list[tuple[SweepRun, int]]:
             bar.set_postfix_str(f"{run.combo.name} {'ok' if ok else f'FAILED rc={rc}'}")
 
     def on_start(run: SweepRun) -> None:
+        # an unfinished run's summary.json (killed between writing it and its record) is stale: the run
+        # starts again (from its checkpoint where there is one) and writes a new one
+        (run.path / "summary.json").unlink(missing_ok=True)
         write_record(run, "running", started=time.time())
 
     try:
