@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from engine import tracking
 from engine.config import apply_overrides, load_toml
 from engine.errors import ConfigError
 from engine.tasks import RunOptions, runner_for
@@ -19,6 +20,7 @@ def register(subparsers) -> None:
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config value, e.g. --set llm.backend=local (repeatable)")
     p.add_argument("--no-progress", dest="progress", action="store_false", help="hide progress bars")
+    tracking.add_arguments(p)
     p.set_defaults(func=_run)
 
 
@@ -34,4 +36,6 @@ def _run(args) -> int:
         config_path=args.config, out=out, executor=args.executor, workers=args.workers,
         address=args.address, overrides=tuple(args.overrides), progress=args.progress,
     )
-    return runner_for(task)(data, options)
+    with tracking.tracked(args, data, out, task):  # no-op without --track
+        rc = runner_for(task)(data, options)
+    return rc

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from engine import tracking
+
 
 def register(subparsers) -> None:
     p = subparsers.add_parser("sweep", help="run every combination of a grid of overrides (resumable)")
@@ -20,20 +22,27 @@ def register(subparsers) -> None:
     p.add_argument("--metric", default=None,
                    help="summary column to tabulate and plot (default per task, e.g. acc_any for game24)")
     p.add_argument("--no-progress", dest="progress", action="store_false", help="hide the progress bar")
+    tracking.add_arguments(p)  # passed on to every run; default store: <sweep folder>/mlruns
     p.set_defaults(func=_sweep)
 
 
 def _sweep(args) -> int:
     from engine.sweep import SweepOptions, parse_axis, run_sweep
 
+    out = args.out or Path("runs") / f"{args.config.stem}-sweep"
     options = SweepOptions(
-        config_path=args.config, out=args.out or Path("runs") / f"{args.config.stem}-sweep",
+        config_path=args.config, out=out,
         axes=tuple(parse_axis(g) for g in args.grid), overrides=tuple(args.overrides),
         executor=args.executor, jobs=args.jobs, address=args.address, metric=args.metric,
-        progress=args.progress, run_args=tuple(_track_args(args)),
+        progress=args.progress, run_args=tuple(_track_args(args, out)),
     )
     return run_sweep(options)
 
 
-def _track_args(args) -> list[str]:
-    return []
+def _track_args(args, out: Path) -> list[str]:
+    """``toe run`` options that make every run log itself to one tracking store and experiment."""
+    if args.track is None:
+        return []
+    tracking.check_installed(args.track)  # before any run starts
+    uri = tracking.tracking_uri(args.track_uri or str(out / tracking.DEFAULT_URI))
+    return ["--track", args.track, "--track-uri", uri, "--track-experiment", args.track_experiment or out.name]
