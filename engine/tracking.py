@@ -97,8 +97,7 @@ def log_run(out: Path, config: Mapping[str, Any], task: str, uri: str | None = N
     if uri.startswith("file:"):
         os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
     client = MlflowClient(tracking_uri=uri)
-    exp = client.get_experiment_by_name(experiment)
-    exp_id = exp.experiment_id if exp is not None else client.create_experiment(experiment)
+    exp_id = _experiment_id(client, experiment)
     summary = json.loads((out / "summary.json").read_text())
     rows = summary_rows(task, summary)
     first = rows[0] if rows else {}
@@ -138,6 +137,19 @@ def log_run(out: Path, config: Mapping[str, Any], task: str, uri: str | None = N
         raise
     client.set_terminated(rid)
     return rid
+
+
+def _experiment_id(client, name: str) -> str:
+    exp = client.get_experiment_by_name(name)
+    if exp is not None:
+        return exp.experiment_id
+    try:
+        return client.create_experiment(name)
+    except Exception:  # a parallel run of the same sweep created it first
+        exp = client.get_experiment_by_name(name)
+        if exp is None:
+            raise
+        return exp.experiment_id
 
 
 def flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
