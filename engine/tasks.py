@@ -150,3 +150,24 @@ def format_plan(plan: Mapping[str, Any]) -> str:
             value = ", ".join(f"{k} {v}" for k, v in value.items())
         lines.append(f"{key + ':':<22}{'-' if value in (None, '') else value}")
     return "\n".join(lines)
+
+
+# How each task's summary.json becomes one flat record per method (``toe sweep`` tables, ``--track``
+# metrics), the metric a sweep plots by default, and the overrides that make a killed run resumable.
+SUMMARY_ROWS = {
+    "game24": "engine.game24.report:summary_rows",
+    "finance": "engine.finance.report:summary_rows",
+    "forecast": "engine.forecast.metrics:summary_rows",
+    "futurex": "engine.forecast.futurex_metrics:summary_rows",
+}
+DEFAULT_METRIC = {"game24": "acc_any", "finance": "tsIC_20d_Exploitation", "forecast": "brier",
+                  "futurex": "accuracy"}
+RESUME_OVERRIDES = {"game24": {"protocol.checkpoint": True}}
+
+
+def summary_rows(task: str, summary: dict) -> list[dict]:
+    """One flat record per method (``{"method": ..., metric: value, ...}``) from a run's summary.json."""
+    if task not in SUMMARY_ROWS:
+        raise ConfigError(f"unknown task {task!r}; valid tasks: {', '.join(sorted(SUMMARY_ROWS))}")
+    module, _, func = SUMMARY_ROWS[task].partition(":")
+    return getattr(importlib.import_module(module), func)(summary)

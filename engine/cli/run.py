@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from engine import tracking
 from engine.config import apply_overrides, load_toml
 from engine.errors import ConfigError
 from engine.tasks import RunOptions, format_plan, resolve, runner_for
@@ -30,6 +31,7 @@ def register(subparsers) -> None:
     p.add_argument("--overwrite", action="store_true",
                    help="write over a finished run in the run folder (default: refuse)")
     p.add_argument("--no-progress", dest="progress", action="store_false", help="hide progress bars")
+    tracking.add_arguments(p)
     p.set_defaults(func=_run)
 
 
@@ -63,4 +65,6 @@ def _run(args) -> int:
         raise ConfigError(
             f"run folder {str(out)!r} already holds a finished run ({marker}); pass --out NEW_FOLDER, "
             f"or --overwrite to replace it")
-    return runner_for(plan["task"])(data, options)
+    with tracking.tracked(args, data, out, plan["task"]):  # no-op without --track
+        rc = runner_for(plan["task"])(data, options)
+    return rc

@@ -134,3 +134,16 @@ def plot_tree(tree, path: Path, title: str = "experience tree", horizon_col: int
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def summary_rows(summary: dict) -> list[dict]:
+    """``summary.json`` as one flat record per method: ``tsIC_<h>d_<period>`` and ``csIC_<h>d_<period>``
+    (means over seeds) for every horizon and period, plus backend, model and the simulated label."""
+    rows: dict[str, dict] = {}
+    for r in summary.get("records", []):
+        row = rows.setdefault(r["method"], {
+            "method": r["method"], "backend": summary.get("backend"), "model": summary.get("model"),
+            "simulated": summary.get("policy") == "simulated", "label": summary.get("label")})
+        for metric in ("tsIC", "csIC"):
+            row[f"{metric}_{r['horizon']}d_{r['period']}"] = r[metric]
+    return list(rows.values())

@@ -144,3 +144,10 @@ def _plot_label(backend: str, model: str = "") -> str:
     if backend == "simulated":
         return f"SIMULATED policy {model}".rstrip()
     return f"{backend}: {model.rsplit('/', 1)[-1]}" if model else f"backend {backend}"
+
+
+def summary_rows(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """``summary.json`` as one flat record per method (the sweep table's rows, the tracker's metrics):
+    every scalar of the method's summary record (means over seeds, ``*_std``, backend, simulated)."""
+    return [{k: v for k, v in rec.items() if isinstance(v, (int, float, str, bool)) or v is None}
+            for rec in summary.get("methods", [])]

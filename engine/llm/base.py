@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Protocol, Sequence, runtime_checkable
 
 from engine.errors import InputError
+from engine.llm.structured import Constraint
 
 Message = dict  # {"role": "system"|"user"|"assistant"|"tool", "content": str, ...}
 
@@ -37,6 +38,7 @@ class Request:
     stop: tuple[str, ...] = ()
     seed: int | None = None
     episode: str | None = None
+    constraint: Constraint | None = None  # the answer's shape, enforced by the backend (engine.llm.structured)
 
     def __post_init__(self):
         if (self.prompt is None) == (self.messages is None):
