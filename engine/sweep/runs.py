@@ -220,15 +220,29 @@ def execute(sweep: Sweep) -> list[tuple[SweepRun, int]]:
         if opts.executor == "local":
             run_local(todo, opts.jobs, on_start, on_finish)
         else:
-            try:
-                from cluster.ray_sweep import run_ray
-            except ModuleNotFoundError as exc:
-                if exc.name and (exc.name == "ray" or exc.name.startswith("ray.")):
-                    raise MissingExtraError("ray", "cluster") from exc
-                raise
+            run_ray = _sweep_runner(opts.executor)
             run_ray(todo, opts.jobs, on_start, on_finish, address=opts.address, env=child_env())
     finally:
         if bar is not None:
             bar.close()
     return failed
 
+
+
+SWEEP_ENTRY_POINTS = "toe_engine.sweep_runners"  # like engine.executor's registry: engine never imports cluster
+
+
+def _sweep_runner(name: str):
+    """The sweep runner called ``name`` (``ray``: ``cluster.ray_sweep:run_ray``, an entry point in pyproject.toml)."""
+    from importlib.metadata import entry_points
+
+    eps = {ep.name: ep for ep in entry_points(group=SWEEP_ENTRY_POINTS)}
+    if name not in eps:
+        raise ConfigError(f"no sweep runner {name!r}; installed: {sorted(eps) or 'none'} (the Ray one comes with "
+                          f"pip install -e '.[cluster]', to be rerun after updating a checkout)")
+    try:
+        return eps[name].load()
+    except ModuleNotFoundError as exc:
+        if exc.name and (exc.name == "ray" or exc.name.startswith("ray.")):
+            raise MissingExtraError("ray", "cluster") from exc
+        raise
