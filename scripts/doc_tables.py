@@ -30,8 +30,8 @@ RUNS = {
     "finance": ".venv/bin/toe run configs/finance-synthetic.toml --out runs/finance",
 }
 
-GAME24_NAMES = {"tot": "ToT", "toe": "ToT+ToE", "mem0": "ToT+Mem0", "memrl": "ToT+MemRL", "reme": "ToT+ReMe",
-                "flex": "ToT+FLEX"}
+GAME24_NAMES = {"tot": "ToT", "toe": "ToT+ToE", "toe-supply": "ToT+ToE (supply)", "toe-guide": "ToT+ToE (guide)",
+                "mem0": "ToT+Mem0", "memrl": "ToT+MemRL", "reme": "ToT+ReMe", "flex": "ToT+FLEX"}
 
 
 def _game24_tag(rec: dict) -> str:
