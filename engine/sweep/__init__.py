@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 
-from engine.checkpoint import atomic_write_bytes
+from engine.atomic_io import write_bytes as atomic_write_bytes
 from engine.sweep.grid import Axis, Combination, parse_axis, run_name
 from engine.sweep.runs import Sweep, SweepOptions, execute, plan, read_record, read_summary
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from engine.checkpoint import atomic_write_bytes
+from engine.atomic_io import write_bytes as atomic_write_bytes
 from engine.config import apply_overrides, load_toml
 from engine.errors import ConfigError, MissingExtraError
 from engine.sweep.grid import Axis, Combination, combinations, lookup
