@@ -9,7 +9,8 @@ warm-up: it cannot change them, and an episode's seed comes from (run seed,
 puzzle identity, phase), not its position, so their figures are identical either way.
 
 Config keys (see configs/game24.toml): ``task``, ``methods``, ``seeds``,
-``[protocol]``, ``[tot]``, ``[toe]``, ``[llm]``, ``[embed]``, ``[report]``, and
+``[protocol]``, ``[tot]``, ``[toe]``, ``[llm]``, ``[embed]``, ``[report]``,
+``[prompts]`` (the user's own template files, docs/prompts.md), and
 one table per baseline (``[mem0]``, ``[memrl]``, ``[reme]``, ``[flex]``).
 
 Outputs in the run folder: ``episodes.parquet`` (one row per episode, every
@@ -40,8 +41,10 @@ from engine.game24.methods import (
 )
 from engine.game24.tot import PuzzleTask, ToTConfig
 from engine.rounds import Episode
+from engine.templates import PromptsConfig
 
-TOP_KEYS = ("task", "title", "methods", "seeds", "protocol", "tot", "toe", "llm", "embed", "report") + BASELINE_NAMES
+TOP_KEYS = ("task", "title", "methods", "seeds", "protocol", "tot", "toe", "llm", "embed", "report",
+            "prompts") + BASELINE_NAMES
 
 
 @dataclass(frozen=True)
@@ -95,6 +98,7 @@ class Game24Experiment:
     protocol: ProtocolConfig
     tot: ToTConfig
     report: ReportConfig
+    prompts: PromptsConfig = PromptsConfig()
     title: str = "Game of 24, ToT test split (ranks 901-1000)"
 
 
@@ -123,6 +127,7 @@ def parse_config(config: Mapping[str, Any]) -> Game24Experiment:
         protocol=from_dict(ProtocolConfig, config.get("protocol"), "protocol"),
         tot=from_dict(ToTConfig, config.get("tot"), "tot"),
         report=from_dict(ReportConfig, config.get("report"), "report"),
+        prompts=from_dict(PromptsConfig, config.get("prompts"), "prompts"),
         title=title,
     )
 
@@ -212,6 +217,7 @@ def run(config: dict, options) -> int:
 
     exp = parse_config(config)
     llm_cfg = load_llm_config(config)
+    prompt_sets, prompts_warning = use_prompts(exp.prompts, llm_cfg.backend, options)
     embed_table = config.get("embed")
     embedder = None
     if any(m in BASELINE_NAMES for m in exp.methods):
@@ -270,10 +276,14 @@ def run(config: dict, options) -> int:
         "warmup_puzzles": len(warm), "test_puzzles": len(test),
         "protocol": to_dict(exp.protocol), "tot": to_dict(exp.tot),
         "executor": getattr(options, "executor", "local"), "wall_s": wall,
+        "prompts": {s.name: {"file": s.path, "custom": list(s.custom)} for s in prompt_sets},
     }
+    if prompts_warning:
+        meta["prompts_warning"] = prompts_warning
     report.write_episodes(records, out / "episodes.parquet")
     report.write_summary(summary, out / "summary.json", meta)
-    table = report.markdown_table(summary, llm_cfg.backend, model, exp.title, notes=_notes(exp))
+    notes = _notes(exp) + ([f"Warning: {prompts_warning}."] if prompts_warning else [])
+    table = report.markdown_table(summary, llm_cfg.backend, model, exp.title, notes=notes)
     (out / "table.md").write_text(table)
     if exp.report.plots:
         report.plot_accuracy_vs_calls(summary, out / "accuracy_vs_calls.png", llm_cfg.backend)
@@ -283,6 +293,24 @@ def run(config: dict, options) -> int:
     print(f"results: {out}/ (episodes.parquet, summary.json, table.md"
           + (", accuracy_vs_calls.png, learning_curve.png)" if exp.report.plots else ")"))
     return 0
+
+
+def use_prompts(cfg: PromptsConfig, backend: str, options) -> tuple[list, str | None]:
+    """Load, check and activate the run's prompt templates; a warning when custom ones meet the simulated policy."""
+    import sys
+
+    from engine import templates
+    import engine.baselines  # noqa: F401  (registers the baselines' prompts)
+    import engine.game24.prompts  # noqa: F401
+
+    if (cfg.file or cfg.baselines) and getattr(options, "executor", "local") != "local":
+        raise ConfigError("prompts.file / prompts.baselines: custom templates are activated in this process "
+                          f"and need the local executor, got executor {getattr(options, 'executor', None)!r}")
+    sets = [templates.use("game24", cfg.file), templates.use("baselines", cfg.baselines)]
+    warning = templates.simulated_warning(sets) if backend == "simulated" else None
+    if warning:
+        print(f"warning: {warning}", file=sys.stderr)
+    return sets, warning
 
 
 def _notes(exp: Game24Experiment) -> list[str]:
