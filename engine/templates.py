@@ -200,3 +200,20 @@ def simulated_warning(sets: list[PromptSet]) -> str | None:
     return ("custom prompt templates with the simulated backend: the simulated policies parse the shipped "
             "prompts' wording, so figures for changed prompts may not mean what they did; changed: "
             + "; ".join(changed))
+
+
+def activate_for_run(pairs: list[tuple[str, str]], backend: str) -> tuple[list[PromptSet], str | None]:
+    """Load, check and activate each ``(set name, user file)``; print and return a warning for custom
+    templates on the simulated backend (its policies read the shipped wording)."""
+    import sys
+
+    sets = [use(name, path) for name, path in pairs]
+    warning = simulated_warning(sets) if backend == "simulated" else None
+    if warning:
+        print(f"warning: {warning}", file=sys.stderr)
+    return sets, warning
+
+
+def summary_entry(sets: list[PromptSet]) -> dict[str, dict[str, Any]]:
+    """What ``summary.json`` records about a run's templates: per set, the user's file and the changed prompts."""
+    return {s.name: {"file": s.path, "custom": list(s.custom)} for s in sets}

@@ -212,6 +212,7 @@ def _executor(options):
 def run(config: dict, options) -> int:
     """Run every method on the stream for every seed; write the run folder; print the table."""
     from engine.executor import progress_bar
+    from engine import templates
     from engine.game24 import metrics, report
     from engine.llm.config import load_llm_config
 
@@ -276,7 +277,7 @@ def run(config: dict, options) -> int:
         "warmup_puzzles": len(warm), "test_puzzles": len(test),
         "protocol": to_dict(exp.protocol), "tot": to_dict(exp.tot),
         "executor": getattr(options, "executor", "local"), "wall_s": wall,
-        "prompts": {s.name: {"file": s.path, "custom": list(s.custom)} for s in prompt_sets},
+        "prompts": templates.summary_entry(prompt_sets),
     }
     if prompts_warning:
         meta["prompts_warning"] = prompts_warning
@@ -297,20 +298,14 @@ def run(config: dict, options) -> int:
 
 def use_prompts(cfg: PromptsConfig, backend: str, options) -> tuple[list, str | None]:
     """Load, check and activate the run's prompt templates; a warning when custom ones meet the simulated policy."""
-    import sys
-
     from engine import templates
-    import engine.baselines  # noqa: F401  (registers the baselines' prompts)
+    import engine.baselines.prompts  # noqa: F401  (registers the baselines' prompts)
     import engine.game24.prompts  # noqa: F401
 
     if (cfg.file or cfg.baselines) and getattr(options, "executor", "local") != "local":
         raise ConfigError("prompts.file / prompts.baselines: custom templates are activated in this process "
                           f"and need the local executor, got executor {getattr(options, 'executor', None)!r}")
-    sets = [templates.use("game24", cfg.file), templates.use("baselines", cfg.baselines)]
-    warning = templates.simulated_warning(sets) if backend == "simulated" else None
-    if warning:
-        print(f"warning: {warning}", file=sys.stderr)
-    return sets, warning
+    return templates.activate_for_run([("game24", cfg.file), ("baselines", cfg.baselines)], backend)
 
 
 def _notes(exp: Game24Experiment) -> list[str]:

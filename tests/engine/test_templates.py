@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib.util
 import random
+import sys
 from pathlib import Path
 
 import pytest
@@ -26,6 +27,7 @@ REFS = Path(__file__).parent / "prompt_refs"
 def _ref(name: str):
     spec = importlib.util.spec_from_file_location(f"prompt_ref_{name}", REFS / f"{name}_v0.py")
     mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # dataclasses look their module up there
     spec.loader.exec_module(mod)
     return mod
 
@@ -165,3 +167,76 @@ def test_baseline_prompts_are_byte_identical_to_the_python_ones():
             problem=a, solution=b)
         assert B.render("flex_failure_reflection", problem=a, solution=b, ground_truth=c) == \
             old.FAILURE_REFLECTION.format(problem=a, solution=b, ground_truth=c)
+
+
+def test_finance_prompts_are_byte_identical_to_the_python_ones():
+    from engine.finance import prompts as F
+
+    old = _ref("finance")
+    rng = random.Random(2)
+    for _ in range(200):
+        w = lambda: rng.choice(WORDS)  # noqa: E731
+        hs = rng.choice([(1,), (1, 5, 10), (10, 20)])
+        factors = [w() for _ in range(rng.randint(0, 3))]
+        cands = [(rng.randint(0, 999), w()) for _ in range(rng.randint(0, 3))]
+        news = [F.NewsLine(w(), rng.choice([8, 9.5, 10.0]), w(), w()) for _ in range(rng.randint(0, 3))]
+        onews = [old.NewsLine(n.day, n.importance, n.title, n.content) for n in news]
+        exps = [(rng.randint(1, 3), (w(), w(), w()), tuple(rng.uniform(0, 2) for _ in hs))
+                for _ in range(rng.randint(0, 2))]
+        mems = [w() for _ in range(rng.randint(0, 2))]
+        ind, fac, ti, co = w(), w(), w(), w()
+        assert F.route_prompt(ind, factors, ti, co) == old.route_prompt(ind, factors, ti, co)
+        assert F.rerank_prompt(ind, fac, ti, co, cands) == old.rerank_prompt(ind, fac, ti, co, cands)
+        assert F.merge_prompt(ind, fac, ti, co) == old.merge_prompt(ind, fac, ti, co)
+        assert F.predict_prompt(ind, "2024-01-02", hs, news, [F.ExperienceLine(*e) for e in exps], mems) == \
+            old.predict_prompt(ind, "2024-01-02", hs, onews, [old.ExperienceLine(*e) for e in exps], mems)
+        assert F.sentiment_prompt(ind, ti, co) == old.sentiment_prompt(ind, ti, co)
+        ups = [(rng.randint(0, 99), (w(), w(), w()), rng.uniform(0, 2)) for _ in range(rng.randint(0, 3))]
+        args = (ind, "2024-01-02", rng.choice([1, 5]), rng.uniform(-1, 1), rng.uniform(-0.1, 0.1),
+                rng.uniform(-0.01, 0.01), ups)
+        assert F.update_prompt(*args) == old.update_prompt(*args)
+
+
+def test_forecast_prompts_are_byte_identical_to_the_python_ones():
+    from datetime import datetime, timedelta, timezone
+    from types import SimpleNamespace
+
+    from engine.forecast import prompts as FP
+
+    old = _ref("forecast")
+    rng = random.Random(3)
+    t0 = datetime(2025, 3, 1, 12, tzinfo=timezone.utc)
+    for _ in range(150):
+        w = lambda: rng.choice(WORDS)  # noqa: E731
+        bank = [(f"e{k}", w()) for k in range(rng.choice([0, 0, 1, 3]))]
+        markets = tuple(f"m{k}{w()}" for k in range(rng.randint(1, 3)))
+        quotes = [None, {}, {"yes_bid": 40, "yes_ask": 45}, {"yes_bid": None, "yes_ask": 3}, {"yes_bid": 1.5}]
+        q = SimpleNamespace(markets=markets, market_data={m: rng.choice(quotes) for m in markets}, text=w(),
+                            rules=w(), close_time=t0 + timedelta(days=3), snapshot_time=t0)
+        args = (q, bank, rng.choice(["", w()]), w(), rng.random() < 0.5)
+        assert FP.prophet_prompt(*args) == old.prophet_prompt(*args)
+        item = SimpleNamespace(question=w(), answer_requirements=w())
+        note = w()
+        assert FP.futurex_prompt(item, bank, note) == old.futurex_prompt(item, bank, note)
+        assert FP.experience_section(bank) == old.experience_section(bank)
+        cutoff = w()
+        assert FP.main_system(cutoff) == old.main_system(cutoff)
+        guide = {"guide_name": w(), "prompt": w(), "tool_names": ["a"]}
+        specs = [{"type": "function", "function": {"name": w()}}] * rng.randint(0, 2)
+        assert FP.subagent_system(guide, specs) == old.subagent_system(guide, specs)
+        x = (w(), w(), w())
+        assert FP.subagent_user(*x) == old.subagent_user(*x)
+        x = (bank, w(), w(), w(), rng.randint(1, 5))
+        assert FP.editor_prompt(*x) == old.editor_prompt(*x)
+        x = (guide, w(), w())
+        assert FP.critic_prompt(*x) == old.critic_prompt(*x)
+        x = (w(), w())
+        assert FP.reuse_prompt(*x) == old.reuse_prompt(*x)
+        assert FP.classifier_prompt(*x) == old.classifier_prompt(*x)
+        x = (w(), w(), w())
+        assert FP.generator_prompt(*x) == old.generator_prompt(*x)
+        r = w()
+        assert FP.explore_prompt(r) == old.explore_prompt(r)
+        assert FP.repair_prompt(r) == old.REPAIR.format(problem=r)
+    assert FP.FINAL_TURN == old.FINAL_TURN and FP.TOOL_CALL_HELP == old.TOOL_CALL_HELP
+    assert FP.AUTHORING_COMMON == old.AUTHORING_COMMON
