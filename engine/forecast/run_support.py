@@ -21,6 +21,22 @@ def make_llm(config: dict):
     return MeteredBackend(make_backend(llm_cfg)), False
 
 
+def use_prompts(prompts_cfg, config: dict) -> tuple[dict, str | None]:
+    """Check and activate the run's prompt templates (``[prompts]``); ``(summary entry, warning or None)``.
+
+    The warning says that custom templates meet the simulated forecasting policy, which reads the
+    shipped wording (engine/forecast/simulated.py).
+    """
+    import engine.baselines.prompts  # noqa: F401  (registers the baselines' prompts)
+    import engine.forecast.prompts  # noqa: F401  (registers the set)
+    from engine import templates
+
+    backend = load_llm_config(config.get("llm")).backend
+    sets, warning = templates.activate_for_run(
+        [("forecast", prompts_cfg.file), ("baselines", prompts_cfg.baselines)], backend)
+    return templates.summary_entry(sets), warning
+
+
 def model_tag(llm, simulated: bool) -> str:
     """The suffix every model row carries: ``[simulated]`` or ``[backend:model]``."""
     return " [simulated]" if simulated else f" [{llm.name}:{llm.model.rsplit('/', 1)[-1]}]"
