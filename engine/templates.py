@@ -202,13 +202,16 @@ def simulated_warning(sets: list[PromptSet]) -> str | None:
             + "; ".join(changed))
 
 
-def activate_for_run(pairs: list[tuple[str, str]], backend: str) -> tuple[list[PromptSet], str | None]:
+def activate_for_run(pairs: list[tuple[str, str]], llm_cfg) -> tuple[list[PromptSet], str | None]:
     """Load, check and activate each ``(set name, user file)``; print and return a warning for custom
-    templates on the simulated backend (its policies read the shipped wording)."""
+    templates answered by the simulated policies (``llm.backend = "simulated"``, or a replay trace that
+    records them), which read the shipped wording."""
     import sys
 
     sets = [use(name, path) for name, path in pairs]
-    warning = simulated_warning(sets) if backend == "simulated" else None
+    simulated = llm_cfg.backend == "simulated" or (llm_cfg.backend == "replay"
+                                                   and llm_cfg.replay_backend == "simulated")
+    warning = simulated_warning(sets) if simulated else None
     if warning:
         print(f"warning: {warning}", file=sys.stderr)
     return sets, warning

@@ -127,7 +127,7 @@ def run(config: dict, options) -> int:
     from engine.finance import prompts as _prompts  # noqa: F401  (registers the finance prompts)
 
     prompt_sets, prompts_warning = templates.activate_for_run(
-        [("finance", cfg.prompts.file), ("baselines", cfg.prompts.baselines)], llm_cfg.backend)
+        [("finance", cfg.prompts.file), ("baselines", cfg.prompts.baselines)], llm_cfg)
     embedder = embedder_from_table(config.get("embed"))
     market = build_market(cfg)
     days = evaluation_days(market, cfg)

@@ -31,9 +31,8 @@ def use_prompts(prompts_cfg, config: dict) -> tuple[dict, str | None]:
     import engine.forecast.prompts  # noqa: F401  (registers the set)
     from engine import templates
 
-    backend = load_llm_config(config.get("llm")).backend
     sets, warning = templates.activate_for_run(
-        [("forecast", prompts_cfg.file), ("baselines", prompts_cfg.baselines)], backend)
+        [("forecast", prompts_cfg.file), ("baselines", prompts_cfg.baselines)], load_llm_config(config.get("llm")))
     return templates.summary_entry(sets), warning
 
 

@@ -218,7 +218,7 @@ def run(config: dict, options) -> int:
 
     exp = parse_config(config)
     llm_cfg = load_llm_config(config)
-    prompt_sets, prompts_warning = use_prompts(exp.prompts, llm_cfg.backend, options)
+    prompt_sets, prompts_warning = use_prompts(exp.prompts, llm_cfg, options)
     embed_table = config.get("embed")
     embedder = None
     if any(m in BASELINE_NAMES for m in exp.methods):
@@ -296,7 +296,7 @@ def run(config: dict, options) -> int:
     return 0
 
 
-def use_prompts(cfg: PromptsConfig, backend: str, options) -> tuple[list, str | None]:
+def use_prompts(cfg: PromptsConfig, llm_cfg, options) -> tuple[list, str | None]:
     """Load, check and activate the run's prompt templates; a warning when custom ones meet the simulated policy."""
     from engine import templates
     import engine.baselines.prompts  # noqa: F401  (registers the baselines' prompts)
@@ -305,7 +305,7 @@ def use_prompts(cfg: PromptsConfig, backend: str, options) -> tuple[list, str | 
     if (cfg.file or cfg.baselines) and getattr(options, "executor", "local") != "local":
         raise ConfigError("prompts.file / prompts.baselines: custom templates are activated in this process "
                           f"and need the local executor, got executor {getattr(options, 'executor', None)!r}")
-    return templates.activate_for_run([("game24", cfg.file), ("baselines", cfg.baselines)], backend)
+    return templates.activate_for_run([("game24", cfg.file), ("baselines", cfg.baselines)], llm_cfg)
 
 
 def _notes(exp: Game24Experiment) -> list[str]:
