@@ -240,3 +240,30 @@ def test_forecast_prompts_are_byte_identical_to_the_python_ones():
         assert FP.repair_prompt(r) == old.REPAIR.format(problem=r)
     assert FP.FINAL_TURN == old.FINAL_TURN and FP.TOOL_CALL_HELP == old.TOOL_CALL_HELP
     assert FP.AUTHORING_COMMON == old.AUTHORING_COMMON
+
+
+def test_docs_placeholder_tables_match_the_code():
+    import re
+
+    import engine.baselines.prompts as B
+    import engine.finance.prompts as F
+    import engine.forecast.prompts as FC
+    import engine.game24.prompts as G
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "prompts.md").read_text()
+    for mod in (G, F, FC, B):
+        section = doc.split(f"#### `{mod.TEMPLATE_SET}`", 1)[1].split("####", 1)[0]
+        rows = dict(re.findall(r"^\| `(\w+)` \| (.*) \|$", section, re.M))
+        assert set(rows) == set(mod.PLACEHOLDERS), mod.TEMPLATE_SET
+        for name, need in mod.PLACEHOLDERS.items():
+            assert set(re.findall(r"`(\w+)`", rows[name])) == need, (mod.TEMPLATE_SET, name)
+
+
+def test_set_override_reaches_the_prompts_table(tmp_path):
+    from engine.config import apply_overrides
+    from engine.game24.experiment import parse_config
+
+    f = tmp_path / "p.toml"
+    f.write_text("value = '{{ numbers }}'\n")
+    exp = parse_config(apply_overrides({"task": "game24"}, [f"prompts.file={f}"]))
+    assert exp.prompts.file == str(f)
