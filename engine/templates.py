@@ -42,8 +42,8 @@ from typing import Any, Mapping
 from engine.config import check
 from engine.errors import ConfigError
 
-__all__ = ["SHIPPED_DIR", "PromptSet", "PromptsConfig", "TemplateError", "active", "load", "register", "use",
-           "shipped_path"]
+__all__ = ["SHIPPED_DIR", "PromptSet", "PromptsConfig", "TemplateError", "activate_for_run", "active", "load",
+           "register", "shipped_path", "simulated_warning", "summary_entry", "use"]
 
 SHIPPED_DIR = Path(__file__).resolve().parent / "prompts"
 
