@@ -41,10 +41,11 @@ import ray
 from ray.util.placement_group import placement_group, remove_placement_group
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy, PlacementGroupSchedulingStrategy
 
+from cluster.auth import connection_hint, enable_driver_token_auth
 from cluster.store_actors import StoreOwner
 from cluster.workers import EpisodePool, EpisodeWorker
 from engine.errors import BackendError, ConfigError
-from engine.executor import RoundLoop, worker_stats
+from engine.executor import RoundLoop, check_cluster_resources, worker_stats
 
 
 def _run_share(method_ref, snapshot_refs, actor, episodes):
@@ -112,7 +113,11 @@ class RayExecutor(RoundLoop):
         if ray.is_initialized():
             return
         kwargs = {"include_dashboard": False, "log_to_driver": True, **self.init_kwargs}
-        ray.init(address=self.address, **kwargs)
+        enable_driver_token_auth(self.address)  # an existing cluster with token auth: send the token we hold
+        try:
+            ray.init(address=self.address, **kwargs)
+        except ConnectionError as exc:
+            raise BackendError(connection_hint(str(self.address))) from exc
         self._owns_ray = True
 
     def close(self) -> None:
@@ -172,6 +177,10 @@ class RayExecutor(RoundLoop):
         reused and reloaded per run.
         """
         self._ensure_ray()
+        if not self.workers:  # fail at once on resources the cluster can never give, rather than wait
+            check_cluster_resources(self.n_workers, self.num_cpus_per_worker, self.num_gpus_per_worker,
+                                    self.tensor_parallel_size,
+                                    [n.get("Resources", {}) for n in ray.nodes() if n.get("Alive")])
         t0 = time.perf_counter()
         shards = self._shards(method)
         parts = [method] if shards == 1 else method.split(shards)

@@ -119,11 +119,22 @@ def restore_state(method: Method, cursor: Cursor) -> None:
 
 
 @contextmanager
-def progress_bar(total: int, enabled: bool = True, desc: str = "episodes", **tqdm_kwargs) -> Iterator[Any]:
-    """A tqdm bar over all episodes of a run (all workers); its ``update`` is a :data:`ProgressFn`."""
+def progress_bar(total: int, enabled: bool = True, desc: str = "episodes", round_size: int = 0,
+                 **tqdm_kwargs) -> Iterator[Any]:
+    """A tqdm bar over all episodes of a run (all workers): episodes, rate and ETA, and with
+    ``round_size`` the rounds finished; its ``update`` is a :data:`ProgressFn`."""
     from tqdm.auto import tqdm
 
     bar = tqdm(total=total, desc=desc, unit="ep", disable=not enabled, dynamic_ncols=True, **tqdm_kwargs)
+    if round_size > 0:
+        n_rounds = -(-total // round_size)
+        update = bar.update
+
+        def update_with_rounds(n: int = 1):
+            update(n)
+            bar.set_postfix_str(f"rounds {bar.n // round_size}/{n_rounds}", refresh=False)
+
+        bar.update = update_with_rounds
     try:
         yield bar
     finally:
@@ -377,6 +388,63 @@ EXECUTOR_ENTRY_POINTS = "toe_engine.executors"
 _EXECUTORS: dict[str, Callable[..., RoundLoop]] = {}
 
 
+def executor_settings(options, config: Mapping[str, Any] | None = None, **kwargs) -> dict[str, Any]:
+    """Validate ``--executor``, ``--workers``, ``--address`` and ``[cluster]`` together; the executor's keywords.
+
+    What :func:`make_executor` builds from and ``toe run --dry-run`` checks: errors here
+    are raised before anything starts.
+    """
+    kind = getattr(options, "executor", None)
+    workers = getattr(options, "workers", 1)
+    if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
+        raise ConfigError(f"workers must be an integer >= 1, got {workers!r}")
+    if kind not in executor_names():  # by name only: nothing is imported before the run starts
+        executor_factory(kind)  # raises the error that lists the executors
+    settings = {**to_dict(cluster_config(options, config)), **kwargs}
+    if kind == "local":
+        if workers != 1:
+            raise ConfigError(f"the local executor runs one worker; got --workers {workers} (use --executor ray)")
+        if getattr(options, "address", None):
+            raise ConfigError("--address is a Ray cluster address; it needs --executor ray")
+    return settings
+
+
+def check_cluster_resources(workers: int, num_cpus: float, num_gpus: float, tensor_parallel_size: int,
+                            nodes: Sequence[Mapping[str, float]]) -> None:
+    """Fail at once when a cluster with ``nodes`` (each node's total resources, e.g. ``{"CPU": 2.0}``)
+    can never hold ``workers`` workers of ``tensor_parallel_size`` bundles of ``num_cpus`` CPUs and
+    ``num_gpus`` GPUs (a tensor-parallel group is packed on one node).
+
+    The check is on totals, not on what is free now: resources held by another job free up, resources
+    the cluster lacks never come. Raises ConfigError saying what was asked, what the cluster has and
+    which setting to change.
+    """
+    tp = tensor_parallel_size
+    per_worker = {"CPU": num_cpus * tp, "GPU": num_gpus * tp}
+    total = {r: float(sum(n.get(r, 0.0) for n in nodes)) for r in per_worker}
+    fits = 0  # workers the nodes hold, each worker on one node (STRICT_PACK for tp > 1; one actor otherwise)
+    for n in nodes:
+        caps = [n.get(r, 0.0) / need for r, need in per_worker.items() if need > 0]
+        fits += int(min(caps) + 1e-9) if caps else workers
+    if fits >= workers:
+        return
+    asked = (f"{workers} workers x (num_cpus_per_worker={num_cpus:g}, num_gpus_per_worker={num_gpus:g}"
+             + (f", tensor_parallel_size={tp}" if tp > 1 else "") + ")"
+             + f" = {per_worker['CPU'] * workers:g} CPUs, {per_worker['GPU'] * workers:g} GPUs")
+    has = (f"{len(nodes)} node(s) with {total['CPU']:g} CPUs, {total['GPU']:g} GPUs in all "
+           f"(largest node: {max((n.get('CPU', 0.0) for n in nodes), default=0):g} CPUs, "
+           f"{max((n.get('GPU', 0.0) for n in nodes), default=0):g} GPUs); room for {fits} worker(s)")
+    fix = [f"--workers {max(fits, 1)}" if fits else None]
+    if num_gpus > 0 and total["GPU"] < per_worker["GPU"] * workers:
+        fix.append("--set cluster.num_gpus_per_worker=0 (no GPUs) or a cluster with GPUs")
+    if num_cpus > 0 and total["CPU"] < per_worker["CPU"] * workers:
+        fix.append(f"--set cluster.num_cpus_per_worker={total['CPU'] / (workers * tp):g}")
+    if tp > 1:
+        fix.append("a smaller cluster.tensor_parallel_size")
+    raise ConfigError(f"the Ray cluster cannot hold the workers asked for: asked {asked}; the cluster has {has}. "
+                      f"Change {' or '.join(f for f in fix if f)}.")
+
+
 def register_executor(name: str, factory: Callable[..., RoundLoop]) -> None:
     """Make ``factory(workers=..., address=..., **cluster_settings)`` the executor called ``name``."""
     if not isinstance(name, str) or not name.isidentifier():
@@ -440,13 +508,9 @@ def make_executor(options, config: Mapping[str, Any] | None = None, **kwargs) ->
     ``options.out`` set, every run appends its :attr:`stats` (per-worker episodes/s and LLM
     calls, round overhead, barrier time) to ``OUT/executor_stats.jsonl``.
     """
-    kind = getattr(options, "executor", None)
-    workers = getattr(options, "workers", 1)
-    if not isinstance(workers, int) or workers < 1:
-        raise ConfigError(f"workers must be an integer >= 1, got {workers!r}")
-    factory = executor_factory(kind)
-    settings = {**to_dict(cluster_config(options, config)), **kwargs}
+    settings = executor_settings(options, config, **kwargs)
+    factory = executor_factory(getattr(options, "executor", None))
     out = getattr(options, "out", None)
     if out is not None and "stats_path" not in settings:
         settings["stats_path"] = Path(out) / "executor_stats.jsonl"
-    return factory(workers=workers, address=getattr(options, "address", None), **settings)
+    return factory(workers=getattr(options, "workers", 1), address=getattr(options, "address", None), **settings)

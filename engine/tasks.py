@@ -1,24 +1,50 @@
-"""Which runner a config's ``task`` key selects for ``toe run``.
+"""Which runner a config's ``task`` key selects for ``toe run``, and the run's resolved plan.
 
-A runner is ``run(config: dict, options: RunOptions) -> int``; it receives the
-raw TOML dict (with ``--set`` overrides applied) and parses its own sections.
-Runners are imported lazily so a task's optional dependencies load only when
-that task runs.
+A task is a plug-in with three parts, found by name in :data:`TASKS`:
+
+- ``runner``: ``run(config: dict, options: RunOptions) -> int``; it receives the
+  raw TOML dict (with ``--set`` overrides applied) and parses its own sections;
+- ``keys``: the task's own top-level keys (sections and values);
+- ``plan``: ``plan(config, options) -> dict``: parses every one of the task's
+  sections, as the runner will, and says what would run (methods, seeds,
+  episode counts, checkpoint folder) without running anything.
+
+:func:`resolve` is what ``toe run`` calls before every run and what ``--dry-run``
+prints: it checks the top-level keys (unknown ones are errors listing the valid
+ones, in every task), parses the engine's sections (``[llm]``, ``[embed]``,
+``[cluster]``) and the executor options, then the task's own sections. Modules
+are imported lazily so a task's optional dependencies load only when it runs;
+nothing here starts Ray or a model.
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Mapping
 
 from engine.errors import ConfigError
 
+# Top-level keys every task accepts; the engine parses them (title is a free-form run name).
+ENGINE_KEYS = ("task", "title", "llm", "embed", "cluster")
+
+
+@dataclass(frozen=True)
+class TaskEntry:
+    runner: str  # "module:function"
+    plan: str  # "module:function"
+    keys: str  # "module:ATTRIBUTE" naming the task's own top-level keys
+
+
 TASKS = {
-    "game24": "engine.game24.experiment:run",
-    "finance": "engine.finance.experiment:run",
-    "forecast": "engine.forecast.experiment:run",
-    "futurex": "engine.forecast.futurex_experiment:run",
+    "game24": TaskEntry("engine.game24.experiment:run", "engine.game24.plan:plan", "engine.game24.plan:KEYS"),
+    "finance": TaskEntry("engine.finance.experiment:run", "engine.finance.plan:plan", "engine.finance.plan:KEYS"),
+    "forecast": TaskEntry("engine.forecast.experiment:run", "engine.forecast.plan:plan_prophet_arena",
+                          "engine.forecast.plan:PROPHET_ARENA_KEYS"),
+    "futurex": TaskEntry("engine.forecast.futurex_experiment:run", "engine.forecast.plan:plan_futurex",
+                         "engine.forecast.plan:FUTUREX_KEYS"),
 }
 
 
@@ -35,14 +61,113 @@ class RunOptions:
     progress: bool = True
 
 
-def runner_for(task: str):
+def _load(task: str, part: str):
     if task not in TASKS:
         raise ConfigError(f"unknown task {task!r}; valid tasks: {', '.join(sorted(TASKS))}")
-    module, _, func = TASKS[task].partition(":")
+    module, _, attr = getattr(TASKS[task], part).partition(":")
     try:
         mod = importlib.import_module(module)
     except ModuleNotFoundError as exc:
         if exc.name and exc.name.startswith(module.rsplit(".", 1)[0]):
             raise ConfigError(f"task {task!r} is not available in this build ({module} missing)") from exc
         raise
-    return getattr(mod, func)
+    return getattr(mod, attr)
+
+
+def runner_for(task: str):
+    return _load(task, "runner")
+
+
+def task_of(config: Mapping[str, Any], where: str = "config") -> str:
+    task = config.get("task")
+    if not isinstance(task, str):
+        raise ConfigError(f"{where}: missing top-level key task = " + " | ".join(f'"{t}"' for t in TASKS))
+    if task not in TASKS:
+        raise ConfigError(f"{where}: unknown task {task!r}; valid tasks: {', '.join(sorted(TASKS))}")
+    return task
+
+
+def check_top_keys(config: Mapping[str, Any], task: str) -> None:
+    """Unknown top-level keys (a section or value the task does not read) are errors listing the valid ones."""
+    valid = set(ENGINE_KEYS) | set(_load(task, "keys"))
+    unknown = sorted(set(config) - valid)
+    if unknown:
+        raise ConfigError(f"unknown top-level key(s) {', '.join(map(repr, unknown))} in the {task} config; "
+                          f"valid keys: {', '.join(sorted(valid))}")
+
+
+def resolve(config: Mapping[str, Any], options: RunOptions) -> dict[str, Any]:
+    """Validate the whole config (every section, every override) and the options; return the run's plan.
+
+    The plan is a plain dict: ``task``, ``title``, ``methods``, ``seeds``, ``episodes``
+    (task-specific counts), ``backend``, ``model``, ``executor``, ``workers``,
+    ``num_cpus_per_worker``, ``num_gpus_per_worker``, ``tensor_parallel_size``,
+    ``address``, ``out`` and ``checkpoint`` (folder or None). Raises ConfigError on the
+    first thing that is wrong; starts nothing.
+    """
+    from engine.config import from_dict
+    from engine.embed.config import EmbedConfig
+    from engine.executor import executor_settings
+    from engine.llm.config import LLMConfig
+
+    where = str(options.config_path)
+    task = task_of(config, where)
+    check_top_keys(config, task)
+    title = config.get("title", "")
+    if not isinstance(title, str):
+        raise ConfigError(f"title must be a string, got {title!r}")
+    llm = from_dict(LLMConfig, config.get("llm"), "llm")
+    from_dict(EmbedConfig, config.get("embed"), "embed")
+    settings = executor_settings(options, config)
+    if options.executor == "ray" and importlib.util.find_spec("ray") is None:
+        from engine.errors import MissingExtraError
+
+        raise MissingExtraError("ray", "cluster")
+    own = _load(task, "plan")(config, options)
+    return {
+        "task": task, "title": title, **own,
+        "backend": llm.backend if llm.backend != "replay" else f"replay of {llm.replay_path}",
+        "model": own.get("model") or llm.model or "(backend default)",
+        "executor": options.executor, "workers": options.workers, "address": options.address,
+        "num_cpus_per_worker": settings["num_cpus_per_worker"],
+        "num_gpus_per_worker": settings["num_gpus_per_worker"],
+        "tensor_parallel_size": settings["tensor_parallel_size"],
+        "out": None if options.out is None else str(options.out),
+        "checkpoint": own.get("checkpoint"),
+    }
+
+
+def format_plan(plan: Mapping[str, Any]) -> str:
+    """The plan as ``toe run --dry-run`` prints it: one ``key: value`` line each."""
+    order = ("task", "title", "methods", "seeds", "episodes", "backend", "model", "executor", "workers",
+             "address", "num_cpus_per_worker", "num_gpus_per_worker", "tensor_parallel_size", "out", "checkpoint")
+    lines = []
+    for key in order + tuple(k for k in plan if k not in order):
+        value = plan.get(key)
+        if isinstance(value, (list, tuple)):
+            value = ", ".join(map(str, value))
+        elif isinstance(value, Mapping):
+            value = ", ".join(f"{k} {v}" for k, v in value.items())
+        lines.append(f"{key + ':':<22}{'-' if value in (None, '') else value}")
+    return "\n".join(lines)
+
+
+# How each task's summary.json becomes one flat record per method (``toe sweep`` tables, ``--track``
+# metrics), the metric a sweep plots by default, and the overrides that make a killed run resumable.
+SUMMARY_ROWS = {
+    "game24": "engine.game24.report:summary_rows",
+    "finance": "engine.finance.report:summary_rows",
+    "forecast": "engine.forecast.metrics:summary_rows",
+    "futurex": "engine.forecast.futurex_metrics:summary_rows",
+}
+DEFAULT_METRIC = {"game24": "acc_any", "finance": "tsIC_20d_Exploitation", "forecast": "brier",
+                  "futurex": "accuracy"}
+RESUME_OVERRIDES = {"game24": {"protocol.checkpoint": True}}
+
+
+def summary_rows(task: str, summary: dict) -> list[dict]:
+    """One flat record per method (``{"method": ..., metric: value, ...}``) from a run's summary.json."""
+    if task not in SUMMARY_ROWS:
+        raise ConfigError(f"unknown task {task!r}; valid tasks: {', '.join(sorted(SUMMARY_ROWS))}")
+    module, _, func = SUMMARY_ROWS[task].partition(":")
+    return getattr(importlib.import_module(module), func)(summary)

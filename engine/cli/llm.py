@@ -1,12 +1,14 @@
 """``toe llm generate``: try an LLM backend from the command line.
 
     toe llm generate --backend simulated --n 3 --prompt "..."
-    toe llm generate --backend openai --set base_url=http://127.0.0.1:8000/v1 --set model=Qwen/Qwen2.5-7B-Instruct \\
-        --prompt-file prompt.txt
+    toe llm generate --backend openai --set llm.base_url=http://127.0.0.1:8000/v1 \\
+        --set llm.model=Qwen/Qwen2.5-7B-Instruct --prompt-file prompt.txt
     toe llm generate --config configs/game24.toml --prompt "..."     # uses its [llm] table
 
 Prints one JSON line per completion: backend, model, request and sample index,
-text, finish reason, prompt and completion tokens, request latency.
+text, finish reason, prompt and completion tokens, request latency. ``--set`` takes
+``llm.KEY=VALUE`` as ``toe run`` does (the same parser; any other section is an
+error); ``--backend X`` answers from X or fails.
 """
 
 from __future__ import annotations
@@ -28,8 +30,8 @@ def register(subparsers) -> None:
     g.add_argument("--backend", choices=("simulated", "local", "openai", "vllm", "replay"), default=None,
                    help="backend (default: the config's, else simulated)")
     g.add_argument("--config", type=Path, default=None, help="TOML file whose [llm] table to use")
-    g.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="override an [llm] key, e.g. --set base_url=http://host:8000/v1 (repeatable)")
+    g.add_argument("--set", dest="overrides", action="append", default=[], metavar="llm.KEY=VALUE",
+                   help="override an [llm] key, e.g. --set llm.base_url=http://host:8000/v1 (repeatable)")
     src = g.add_mutually_exclusive_group(required=True)
     src.add_argument("--prompt", default=None, help="prompt text")
     src.add_argument("--prompt-file", type=Path, default=None, help="file holding the prompt")
@@ -40,20 +42,17 @@ def register(subparsers) -> None:
     g.add_argument("--max-tokens", type=int, default=256)
     g.add_argument("--stop", action="append", default=[], help="stop string (repeatable)")
     g.add_argument("--seed", type=int, default=None)
+    g.add_argument("--dry-run", action="store_true",
+                   help="validate the [llm] table and the request, print them and exit without building the backend")
     g.set_defaults(func=_generate)
 
 
 def _generate(args) -> int:
-    from engine.config import apply_overrides, load_toml
+    from engine.errors import ConfigError
     from engine.llm.base import Request
-    from engine.llm.config import load_llm_config
     from engine.llm.factory import make_backend
 
-    data = load_toml(args.config).get("llm", {}) if args.config else {}
-    data = apply_overrides({"llm": data}, [f"llm.{o}" for o in args.overrides])["llm"]
-    if args.backend:
-        data["backend"] = args.backend
-    cfg = load_llm_config(data)
+    cfg = llm_config_from_args(args.config, args.overrides, args.backend)
     if args.prompt_file is not None:
         if not args.prompt_file.is_file():
             raise InputError(f"--prompt-file {str(args.prompt_file)!r} does not exist")
@@ -68,7 +67,17 @@ def _generate(args) -> int:
     else:
         req = Request(prompt=prompt, n=args.n, temperature=args.temperature, top_p=args.top_p,
                       max_tokens=args.max_tokens, stop=tuple(args.stop), seed=args.seed)
+    if args.dry_run:
+        from engine.config import to_dict
+
+        print(json.dumps({"llm": {k: v for k, v in to_dict(cfg).items() if k != "simulated"},
+                          "request": {"chat": args.chat, "n": req.n, "temperature": req.temperature,
+                                      "max_tokens": req.max_tokens, "prompt_chars": len(prompt)}}))
+        print("dry run: [llm] valid, no backend built", file=sys.stderr)
+        return 0
     backend = make_backend(cfg)
+    if backend.name != cfg.backend:  # pragma: no cover - the factory's contract
+        raise ConfigError(f"--backend {cfg.backend} built a {backend.name!r} backend")
     try:
         responses = backend.generate([req])
     finally:
@@ -90,3 +99,28 @@ def _generate(args) -> int:
             }, ensure_ascii=False))
     sys.stdout.flush()
     return 0
+
+
+def llm_config_from_args(config: Path | None, overrides, backend: str | None):
+    """The [llm] table of ``config`` (or defaults), then ``--set llm.KEY=VALUE``, then ``--backend``.
+
+    Overrides go through :func:`engine.config.apply_overrides`, as in ``toe run``; a key outside
+    ``llm.`` is an error (this command reads only [llm]) and so is an unknown [llm] key.
+    """
+    from engine.config import apply_overrides, from_dict, load_toml
+    from engine.errors import ConfigError
+    from engine.llm.config import LLMConfig
+
+    for item in overrides:
+        key = item.partition("=")[0].strip()
+        if not key.startswith("llm.") or "=" not in item:
+            raise ConfigError(f"toe llm generate reads only [llm]: --set takes llm.KEY=VALUE "
+                              f"(e.g. --set llm.base_url=http://HOST:8000/v1), got {item!r}")
+    table = load_toml(config).get("llm", {}) if config else {}
+    table = apply_overrides({"llm": table}, overrides)["llm"]
+    if backend:
+        table["backend"] = backend
+    cfg = from_dict(LLMConfig, table, "llm")
+    if backend and cfg.backend != backend:  # pragma: no cover - set just above
+        raise ConfigError(f"--backend {backend} but [llm] resolved to backend {cfg.backend!r}")
+    return cfg

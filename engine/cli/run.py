@@ -1,12 +1,20 @@
-"""``toe run CONFIG``: run the experiment a TOML config describes."""
+"""``toe run CONFIG``: run the experiment a TOML config describes.
+
+Before anything starts the whole config is validated with every ``--set``
+override (:func:`engine.tasks.resolve`); ``--dry-run`` prints that resolved plan
+and exits without starting Ray or a model. A run folder that holds a finished
+run (its ``summary.json``) is not written over unless the run resumes from that
+folder's checkpoints or ``--overwrite`` is given.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from engine import tracking
 from engine.config import apply_overrides, load_toml
 from engine.errors import ConfigError
-from engine.tasks import RunOptions, runner_for
+from engine.tasks import RunOptions, format_plan, resolve, runner_for
 
 
 def register(subparsers) -> None:
@@ -16,22 +24,47 @@ def register(subparsers) -> None:
     p.add_argument("--executor", choices=("local", "ray"), default="local")
     p.add_argument("--workers", type=int, default=1, help="number of workers (ray executor)")
     p.add_argument("--address", default=None, help="Ray cluster address (default: start a local one)")
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
                    help="override a config value, e.g. --set llm.backend=local (repeatable)")
+    p.add_argument("--dry-run", action="store_true",
+                   help="validate the config with every override, print the resolved plan and exit")
+    p.add_argument("--overwrite", action="store_true",
+                   help="write over a finished run in the run folder (default: refuse)")
     p.add_argument("--no-progress", dest="progress", action="store_false", help="hide progress bars")
+    tracking.add_arguments(p)
     p.set_defaults(func=_run)
+
+
+def finished_run(out: Path) -> Path | None:
+    """The file that marks ``out`` as holding a finished run (its ``summary.json``), else None."""
+    marker = out / "summary.json"
+    return marker if marker.is_file() else None
 
 
 def _run(args) -> int:
     if args.workers < 1:
         raise ConfigError(f"--workers must be >= 1, got {args.workers}")
     data = apply_overrides(load_toml(args.config), args.overrides)
-    task = data.get("task")
-    if not isinstance(task, str):
-        raise ConfigError(f"{args.config}: missing top-level key task = \"game24\" | \"finance\" | \"forecast\"")
     out = args.out or Path("runs") / args.config.stem
     options = RunOptions(
         config_path=args.config, out=out, executor=args.executor, workers=args.workers,
         address=args.address, overrides=tuple(args.overrides), progress=args.progress,
     )
-    return runner_for(task)(data, options)
+    plan = resolve(data, options)
+    marker = finished_run(out)
+    resumes = plan.get("checkpoint") is not None and Path(plan["checkpoint"]).is_dir()
+    if args.dry_run:
+        print(format_plan(plan))
+        if marker is not None:
+            print(f"{'note:':<22}{out} holds a finished run ({marker.name}); "
+                  + ("it resumes from its checkpoints" if resumes else
+                     "the run would refuse to write over it without --overwrite"))
+        print("dry run: config valid, nothing started")
+        return 0
+    if marker is not None and not (resumes or args.overwrite):
+        raise ConfigError(
+            f"run folder {str(out)!r} already holds a finished run ({marker}); pass --out NEW_FOLDER, "
+            f"or --overwrite to replace it")
+    with tracking.tracked(args, data, out, plan["task"]):  # no-op without --track
+        rc = runner_for(plan["task"])(data, options)
+    return rc

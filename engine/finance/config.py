@@ -128,7 +128,7 @@ class FinanceConfig:
         check(len(self.seeds) > 0, "seeds must list at least one seed")
 
 
-ENGINE_TABLES = ("task", "llm", "embed")
+ENGINE_TABLES = ("task", "title", "llm", "embed", "cluster")  # read by engine.tasks and the engine
 
 
 def load_finance_config(data: Mapping[str, Any]) -> FinanceConfig:

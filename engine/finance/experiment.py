@@ -149,7 +149,7 @@ def run(config: dict, options) -> int:
     for seed in cfg.seeds:
         for name in cfg.methods:
             llm = MeteredBackend(make_llm(config, cfg, seed))
-            backend, model = llm.name, llm.model
+            backend, model = llm.answered_by  # a replay: the backend that recorded the trace
             ctx = StreamContext(market, cfg.protocol, cfg.sampling, seed, embedder)
             method = build_method(name, ctx, cfg, n_channels)
             t0 = time.perf_counter()
@@ -178,8 +178,8 @@ def run(config: dict, options) -> int:
     labels = {
         "data": "synthetic" if cfg.data.source == "synthetic" else "files",
         "policy": "simulated" if simulated else f"{backend}:{model}",
-        "label": ("synthetic data + simulated policy" if simulated and cfg.data.source == "synthetic"
-                  else f"{cfg.data.source} data, backend {backend}"),
+        "label": (f"{cfg.data.source} data, SIMULATED policy ({model})" if simulated
+                  else f"{cfg.data.source} data, backend {backend}:{model}"),
     }
     records = []
     for name in cfg.methods:
@@ -196,7 +196,8 @@ def run(config: dict, options) -> int:
                     "backend": backend, "model": model, "seeds": list(cfg.seeds), "label": labels["label"],
                 })
     summary = {
-        "task": "finance", **labels, "backend": backend, "model": model,
+        "task": "finance", **labels, "backend": backend, "model": model, "simulated": simulated,
+        "configured_backend": load_llm_config(config.get("llm")).backend,
         "n_industries": n, "n_days": int(days.size), "first_day": str(market.dates[days[0]]),
         "exploitation_start": str(market.dates[days[days.size // 3]]), "last_day": str(market.dates[days[-1]]),
         "horizons": list(market.horizons), "records": records, "reliability_truth": truth_corr,

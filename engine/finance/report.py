@@ -20,18 +20,21 @@ def markdown_tables(summary: dict) -> str:
     methods = list(dict.fromkeys(r["method"] for r in recs))
     get = {(r["method"], r["horizon"], r["period"]): r for r in recs}
     label = summary.get("label", "")
+    # every row names what answered: [simulated], else [backend:model]
+    tag = (" [simulated]" if summary.get("backend") == "simulated"
+           else f" [{summary.get('backend')}:{str(summary.get('model') or '').rsplit('/', 1)[-1]}]")
     seeds = recs[0]["seeds"] if recs else []
     lines = [f"### tsIC ({label}; backend {summary.get('backend')}; mean of {len(seeds)} seeds)", ""]
     head = ["Method"] + [f"{h}d {p}" for h in hs for p in ("Exploitation", "Overall")]
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for m in methods:
-        row = [m] + [_fmt(get[(m, h, p)]["tsIC"]) for h in hs for p in ("Exploitation", "Overall")]
+        row = [m + tag] + [_fmt(get[(m, h, p)]["tsIC"]) for h in hs for p in ("Exploitation", "Overall")]
         lines.append("| " + " | ".join(row) + " |")
     lines += ["", f"### csIC ({label})", ""]
     head = ["Method"] + [f"{h}d {p}" for h in hs for p in ("Exploitation", "Overall")]
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for m in methods:
-        row = [m] + [_fmt(get[(m, h, p)]["csIC"]) for h in hs for p in ("Exploitation", "Overall")]
+        row = [m + tag] + [_fmt(get[(m, h, p)]["csIC"]) for h in hs for p in ("Exploitation", "Overall")]
         lines.append("| " + " | ".join(row) + " |")
     ab = [m for m in ("Pipe+ToE", "Pipe+ToE (LLM update)") if m in methods]
     h20 = 20 if 20 in hs else hs[len(hs) // 2]
@@ -40,7 +43,7 @@ def markdown_tables(summary: dict) -> str:
                   "| Strategy | tsIC | csIC |", "|---|---|---|"]
         for m, strat in zip(ab, ("formula-based", "LLM-based")):
             r = get[(m, h20, "Overall")]
-            lines.append(f"| {strat} | {_fmt(r['tsIC'])} | {_fmt(r['csIC'])} |")
+            lines.append(f"| {strat}{tag} | {_fmt(r['tsIC'])} | {_fmt(r['csIC'])} |")
     rt = summary.get("reliability_truth") or {}
     if rt:
         lines += ["", f"### Final reliability vs. generator ground truth (Spearman; {label})", "",
@@ -49,7 +52,7 @@ def markdown_tables(summary: dict) -> str:
         for m, per in rt.items():
             for s, v in per.items():
                 cells = [_fmt(v["spearman"].get(str(h))) for h in hs]
-                lines.append(f"| {m} | {s} | {v['n_experiences']} | " + " | ".join(cells) + " |")
+                lines.append(f"| {m}{tag} | {s} | {v['n_experiences']} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -131,3 +134,16 @@ def plot_tree(tree, path: Path, title: str = "experience tree", horizon_col: int
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def summary_rows(summary: dict) -> list[dict]:
+    """``summary.json`` as one flat record per method: ``tsIC_<h>d_<period>`` and ``csIC_<h>d_<period>``
+    (means over seeds) for every horizon and period, plus backend, model and the simulated label."""
+    rows: dict[str, dict] = {}
+    for r in summary.get("records", []):
+        row = rows.setdefault(r["method"], {
+            "method": r["method"], "backend": summary.get("backend"), "model": summary.get("model"),
+            "simulated": summary.get("policy") == "simulated", "label": summary.get("label")})
+        for metric in ("tsIC", "csIC"):
+            row[f"{metric}_{r['horizon']}d_{r['period']}"] = r[metric]
+    return list(rows.values())

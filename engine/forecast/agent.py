@@ -52,6 +52,7 @@ from engine.forecast.search import SearchProvider
 from engine.forecast.subagent import write_item
 from engine.forecast.toolcalls import parse_boxed, parse_prophet_answer, parse_tool_calls
 from engine.llm.base import Request
+from engine.llm.structured import prophet_forecast
 
 MEMORY_MODES = ("mem0", "memrl", "reme", "flex")  # memory baselines applied to the retrieved evidence
 SEARCH_MODES = ("foredreamer", "market_informed") + MEMORY_MODES  # modes that run the multi-turn search loop
@@ -208,9 +209,13 @@ class ForecastAgent:
         ep.probs = probs
         return True
 
-    def _generate(self, eps: list[Episode], turn: int) -> list[str]:
+    def _generate(self, eps: list[Episode], turn: int, answer: bool = False) -> list[str]:
+        # answer turns (the last turn, repairs) carry the answer's schema: backends that can constrain
+        # decoding do (engine.llm.structured); the parser below stays the judge either way
         reqs = [Request(messages=tuple(ep.messages), max_tokens=self.cfg.max_tokens, temperature=self.cfg.temperature,
-                        seed=turn, episode=ep.qid) for ep in eps]
+                        seed=turn, episode=ep.qid,
+                        constraint=prophet_forecast(ep.task.markets) if answer and isinstance(ep.task, Question)
+                        else None) for ep in eps]
         resps = self.llm.generate(reqs)
         return [r.texts[0] if r.completions else "" for r in resps]
 
@@ -234,7 +239,7 @@ class ForecastAgent:
                     wants.append((ep, _task_text(ep.task)))
                 self._search_and_process(wants, turn)
                 continue
-            texts = self._generate(active, turn)
+            texts = self._generate(active, turn, answer=final)
             for ep, text in zip(active, texts):
                 ep.messages.append({"role": "assistant", "content": text})
                 ep.raw_answer = text
@@ -258,7 +263,7 @@ class ForecastAgent:
                 break
             for ep in eps:
                 ep.messages.append({"role": "user", "content": prompts.repair_prompt(ep.problem)})
-            for ep, text in zip(eps, self._generate(eps, turn + 1 + r)):
+            for ep, text in zip(eps, self._generate(eps, turn + 1 + r, answer=True)):
                 ep.messages.append({"role": "assistant", "content": text})
                 ep.raw_answer = text
                 ep.done = self._accept(ep, text)

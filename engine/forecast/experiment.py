@@ -36,8 +36,9 @@ from engine.forecast.evidence_memory import ROW_NAMES
 from engine.forecast.memory_baselines import MemoryBaselineRunner
 from engine.forecast.memtools import ProceduralStore
 from engine.forecast.metrics import Row, format_table, reference_rows, score
+from engine.forecast.run_support import (RunProgress, RunWorkspace, close_llm, heading, make_llm, model_tag,
+                                         use_prompts, write_outputs)
 from engine.forecast.sandbox import preflight
-from engine.forecast.run_support import RunWorkspace, close_llm, make_llm, model_tag, use_prompts, write_outputs
 from engine.forecast.search import corpus_from_questions
 from engine.forecast.seed_tools import DEFAULT_GUIDE, seed_tool_sources
 
@@ -63,7 +64,7 @@ def run(config: dict, options) -> int:
     out = Path(options.out) if getattr(options, "out", None) else None
     t0 = time.perf_counter()
 
-    lines = [f"# {config.get('title', 'ForeDreamer on Prophet Arena')}", "",
+    lines = [heading("ForeDreamer on Prophet Arena"), "",
              f"Data: {path} ({len(all_questions)} unique questions; model rows use {len(splits)} categories)"]
     ref_all = reference_rows(all_questions, cfg.run.scorer)
     lines += ["", "## Reference rows on every loaded question (Brier, lower is better)", "",
@@ -91,6 +92,8 @@ def run(config: dict, options) -> int:
                                                           for k, v in summary["sandbox"].items())]
         llm, simulated = make_llm(config)
         tag = model_tag(llm, simulated)
+        lines[0] = heading("ForeDreamer on Prophet Arena", llm, simulated)
+        summary.update(backend=llm.answered_by[0], model=llm.answered_by[1], simulated=simulated)
         embedder = embedder_from_table(config.get("embed"))
         if cfg.data.search == "sources":
             search = corpus_from_questions(questions, embedder)
@@ -112,7 +115,13 @@ def run(config: dict, options) -> int:
                                 cfg.subagent.max_steps, cfg.sandbox,
                                 subagent_tokens=cfg.subagent.max_tokens, subagent_chars=cfg.subagent.max_chars)
             details, notes = {}, []
-            for method in cfg.run.methods:
+            progress = RunProgress(len(evaluated) * len(cfg.run.methods), getattr(options, "progress", True),
+                                   "forecast")
+            llm = progress.watch(llm)
+            for k, method in enumerate(cfg.run.methods):
+                if k:
+                    progress.done(len(evaluated))
+                progress.method(f"[{k + 1}/{len(cfg.run.methods)}] {method}")
                 if method in ROW_NAMES:
                     mr = MemoryBaselineRunner(method, llm, search, cfg.agent, cfg.memory_baselines, embedder,
                                               ws / f"rollouts-{method}")
@@ -148,6 +157,8 @@ def run(config: dict, options) -> int:
                                     "memories": [{"item": str(m.item_dir), "fallback": m.fallback, "calls": m.calls}
                                                  for m in e.memories],
                                     "raw_answer": e.raw_answer[-400:]} for e in eps]
+            progress.done(len(evaluated))
+            progress.close()
             summary["details"] = details
             summary["usage"] = to_dict(llm.meter.total)
         finally:

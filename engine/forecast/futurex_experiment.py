@@ -50,7 +50,8 @@ from engine.forecast.futurex_corpus import FutureXCorpus, load_futurex_documents
 from engine.forecast.futurex_metrics import AccuracyRow, accuracy_row, format_accuracy_table, reference_rows
 from engine.forecast.futurex_tasks import EXAMPLE_DOCS, EXAMPLE_ITEMS, futurex_split, is_correct, load_futurex_tasks
 from engine.forecast.memtools import ProceduralStore
-from engine.forecast.run_support import RunWorkspace, close_llm, make_llm, model_tag, use_prompts, write_outputs
+from engine.forecast.run_support import (RunProgress, RunWorkspace, close_llm, heading, make_llm, model_tag,
+                                         use_prompts, write_outputs)
 from engine.forecast.search import SearchProvider, SearchResult
 from engine.forecast.seed_tools import DEFAULT_GUIDE, seed_tool_sources
 
@@ -184,7 +185,7 @@ def run(config: dict, options) -> int:
     t0 = time.perf_counter()
     example = cfg.data.path == EXAMPLE
 
-    lines = [f"# {config.get('title', 'ForeDreamer on FutureX')}", "",
+    lines = [heading("ForeDreamer on FutureX"), "",
              f"Items: {items_path} ({len(tasks)} items" + ("; the FICTIONAL format example shipped with the engine, "
                                                             "not FutureX benchmark data" if example else "") + ")",
              f"Documents: {docs_path or 'none'}; search: "
@@ -211,6 +212,8 @@ def run(config: dict, options) -> int:
                                                       for k, v in summary["sandbox"].items())]
     llm, simulated = make_llm(config)
     tag = model_tag(llm, simulated)
+    lines[0] = heading("ForeDreamer on FutureX", llm, simulated)
+    summary.update(backend=llm.answered_by[0], model=llm.answered_by[1], simulated=simulated)
     embedder = embedder_from_table(config.get("embed"))
     corpus = load_futurex_documents(docs_path, embedder) if docs_path else FutureXCorpus()
     if cfg.data.search_provider:
@@ -226,7 +229,13 @@ def run(config: dict, options) -> int:
         if tool_methods:  # only ForeDreamer (and its market-informed variant) runs MemTools (sandboxed)
             store = ProceduralStore(ws / "procedural", cfg.sandbox)
             seed_gid = store.seed(seed_tool_sources(), DEFAULT_GUIDE)
-        for method in cfg.run.methods:
+        progress = RunProgress(len(evaluated) * len(cfg.run.methods), getattr(options, "progress", True),
+                               "forecast")
+        llm = progress.watch(llm)
+        for k, method in enumerate(cfg.run.methods):
+            if k:
+                progress.done(len(evaluated))
+            progress.method(f"[{k + 1}/{len(cfg.run.methods)}] {method}")
             if method in MEMORY_MODES:
                 from engine.forecast.evidence_memory import ROW_NAMES
                 from engine.forecast.memory_baselines import MemoryBaselineRunner
@@ -256,6 +265,8 @@ def run(config: dict, options) -> int:
             rows.append(accuracy_row(NAMES[method] + tag, evaluated, [float(metric.correct(e)) for e in eps],
                                      sum(e.failed for e in eps)))
             details[method] = _details(eps, metric)
+        progress.done(len(evaluated))
+        progress.close()
         summary["usage"] = to_dict(llm.meter.total)
     finally:
         close_llm(llm)

@@ -79,3 +79,16 @@ def format_accuracy_table(rows: Sequence[AccuracyRow], digits: int = 4) -> str:
     return "\n".join(lines)
 
 
+
+
+def summary_rows(summary: dict) -> list[dict]:
+    """``summary.json`` as one flat record per row of its table: overall accuracy, accuracy per question
+    type (``accuracy_<type>``), items scored and unusable answers (``failed``)."""
+    out = []
+    for r in summary.get("rows", []):
+        row = AccuracyRow(r["method"], r["n"], r["correct"], r.get("failed", 0))
+        rec = {"method": row.method, "accuracy": row.accuracy(), "n_items": int(sum(row.n.values())),
+               "failed": int(row.failed), "simulated": "[simulated]" in row.method}
+        rec.update({f"accuracy_{q}": row.accuracy(q) for q in row.n})
+        out.append(rec)
+    return out

@@ -193,3 +193,18 @@ def format_table(rows: Sequence[Row], metric: str = "brier", digits: int = 4) ->
         cells = [f"{vals[c]:.{digits}f}" if c in vals else "-" for c in cats]
         lines.append(f"| {r.method} | " + " | ".join(cells) + f" | {avg:.{digits}f} |")
     return "\n".join(lines)
+
+
+def summary_rows(summary: dict) -> list[dict]:
+    """``summary.json`` as one flat record per row of its table (reference and model rows on the
+    evaluated questions): average Brier, accuracy and market return over categories, the per-category
+    Brier (``brier_<category>``), questions scored and unusable answers (``failed``)."""
+    out = []
+    for r in summary.get("rows", []):
+        row = Row(r["method"], r["brier"], r["accuracy"], r["market_return"], r["n"], r.get("failed", 0))
+        rec = {"method": row.method, "brier": row.avg_brier, "accuracy": row.avg_accuracy,
+               "market_return": row.avg_return, "n_questions": int(sum(row.n.values())), "failed": int(row.failed),
+               "simulated": "[simulated]" in row.method}
+        rec.update({f"brier_{cat}": float(v) for cat, v in row.brier.items()})
+        out.append(rec)
+    return out

@@ -18,7 +18,8 @@ def make_llm(config: dict):
         return MeteredBackend(SimulatedForecastBackend(seed=llm_cfg.seed)), True
     from engine.llm.factory import make_backend
 
-    return MeteredBackend(make_backend(llm_cfg)), False
+    llm = MeteredBackend(make_backend(llm_cfg))
+    return llm, llm.answered_by[0] == "simulated"  # a replay of a simulated trace is simulated
 
 
 def use_prompts(prompts_cfg, config: dict) -> tuple[dict, str | None]:
@@ -37,8 +38,20 @@ def use_prompts(prompts_cfg, config: dict) -> tuple[dict, str | None]:
 
 
 def model_tag(llm, simulated: bool) -> str:
-    """The suffix every model row carries: ``[simulated]`` or ``[backend:model]``."""
-    return " [simulated]" if simulated else f" [{llm.name}:{llm.model.rsplit('/', 1)[-1]}]"
+    """The suffix every model row carries: ``[simulated]`` or ``[backend:model]`` of what answered
+    (a replay: the backend that recorded the trace)."""
+    backend, model = llm.answered_by
+    return " [simulated]" if simulated else f" [{backend}:{model.rsplit('/', 1)[-1]}]"
+
+
+def heading(what: str, llm=None, simulated: bool = False) -> str:
+    """A run's heading: what ran and what answered it (never the config's title, which may name another backend)."""
+    if llm is None:
+        return f"# {what}: reference rows only (no model rows)"
+    backend, model = llm.answered_by
+    if simulated:
+        return f"# {what}: SIMULATED forecasting harness ({model}), not a model"
+    return f"# {what}: backend {backend}, model {model}"
 
 
 def close_llm(llm) -> None:
@@ -73,3 +86,45 @@ def write_outputs(text: str, summary: dict, out: Path | None) -> None:
         out.mkdir(parents=True, exist_ok=True)
         (out / "table.md").write_text(text + "\n", encoding="utf-8")
         (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str), encoding="utf-8")
+
+
+class RunProgress:
+    """A progress bar over a forecast run's rows (questions x methods) with the LLM calls so far.
+
+    The agent answers a method's questions as one batched multi-turn loop, so the bar
+    advances per method; the LLM-call count on it moves with every batched call, and the
+    bar's rate gives the ETA over the remaining methods.
+    """
+
+    def __init__(self, total: int, enabled: bool, desc: str):
+        from tqdm.auto import tqdm
+
+        self.bar = tqdm(total=total, desc=desc, unit="question", disable=not enabled, dynamic_ncols=True)
+
+    def method(self, name: str) -> None:
+        self.bar.set_description_str(name)
+
+    def done(self, n: int) -> None:
+        self.bar.update(n)
+
+    def watch(self, llm) -> "ProgressLLM":
+        return ProgressLLM(llm, self.bar)
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+class ProgressLLM:
+    """The metered backend, unchanged, except that each ``generate`` shows the running LLM-call count."""
+
+    def __init__(self, llm, bar):
+        self._llm = llm
+        self._bar = bar
+
+    def __getattr__(self, key):
+        return getattr(self._llm, key)
+
+    def generate(self, requests):
+        out = self._llm.generate(requests)
+        self._bar.set_postfix_str(f"LLM calls {self._llm.meter.total.calls}", refresh=True)
+        return out

@@ -43,7 +43,7 @@ from engine.game24.tot import PuzzleTask, ToTConfig
 from engine.rounds import Episode
 from engine.templates import PromptsConfig
 
-TOP_KEYS = ("task", "title", "methods", "seeds", "protocol", "tot", "toe", "llm", "embed", "report",
+TOP_KEYS = ("task", "title", "methods", "seeds", "protocol", "tot", "toe", "llm", "embed", "cluster", "report",
             "prompts") + BASELINE_NAMES
 
 
@@ -245,7 +245,8 @@ def run(config: dict, options) -> int:
         ckpt = out / "checkpoint" / f"{name}-seed{seed}" if exp.protocol.checkpoint else None
         try:
             with progress_bar(len(episodes), enabled=options.progress,
-                              desc=f"[{k + 1}/{n_runs}] {name} seed {seed}") as bar:
+                              desc=f"[{k + 1}/{n_runs}] {name} seed {seed}",
+                              round_size=exp.protocol.round_size) as bar:
                 results = executor.run(method, episodes, _llm_factory(llm_cfg, seed),
                                        round_size=exp.protocol.round_size, progress=bar.update,
                                        checkpoint_dir=ckpt)
@@ -254,25 +255,27 @@ def run(config: dict, options) -> int:
         wall[f"{name}/seed{seed}"] = time.perf_counter() - t0
         for r in results:
             rec = dict(r.record)
-            rec.update(method=name, seed=seed, backend=llm_cfg.backend)
+            rec.setdefault("backend", llm_cfg.backend)
+            rec.update(method=name, seed=seed)
             records.append(rec)
-        model = model or next((str(r.record.get("model") or "") for r in results if r.record.get("model")), "")
-    model = model or _model_name(llm_cfg)
+    # Labels name what answered (a replay: the backend that recorded the trace), not what the config asked for.
+    backend, model = answered_label(records, llm_cfg)
 
     summary = metrics.summarize(records, "test", exp.methods)
     labels = row_labels(exp, config)
+    simulated = backend == "simulated"
     for rec in summary:
         rec["label"] = labels[rec["method"]]
         if rec["method"] in TOE_NAMES:
             rec["toe_mode"] = toe_mode(rec["method"], config.get("toe"))
-        rec["backend"] = llm_cfg.backend
+        rec["backend"] = backend
         rec["model"] = model
-        rec["simulated"] = llm_cfg.backend == "simulated"
+        rec["simulated"] = simulated
         rec["run_wall_s"] = float(sum(v for key, v in wall.items() if key.startswith(rec["method"] + "/")))
     meta = {
-        "task": "game24", "backend": llm_cfg.backend, "model": model,
-        "simulated": llm_cfg.backend == "simulated",
-        "label": report.backend_label(llm_cfg.backend, model),
+        "task": "game24", "backend": backend, "model": model, "simulated": simulated,
+        "configured_backend": llm_cfg.backend,
+        "label": report.backend_label(backend, model), "title": exp.title,
         "methods": list(exp.methods), "seeds": list(exp.seeds),
         "warmup_puzzles": len(warm), "test_puzzles": len(test),
         "protocol": to_dict(exp.protocol), "tot": to_dict(exp.tot),
@@ -284,11 +287,11 @@ def run(config: dict, options) -> int:
     report.write_episodes(records, out / "episodes.parquet")
     report.write_summary(summary, out / "summary.json", meta)
     notes = _notes(exp) + ([f"Warning: {prompts_warning}."] if prompts_warning else [])
-    table = report.markdown_table(summary, llm_cfg.backend, model, exp.title, notes=notes)
+    table = report.markdown_table(summary, backend, model, heading(exp.protocol, len(test)), notes=notes)
     (out / "table.md").write_text(table)
     if exp.report.plots:
-        report.plot_accuracy_vs_calls(summary, out / "accuracy_vs_calls.png", llm_cfg.backend)
-        report.plot_learning_curve(records, exp.methods, out / "learning_curve.png", llm_cfg.backend,
+        report.plot_accuracy_vs_calls(summary, out / "accuracy_vs_calls.png", backend)
+        report.plot_learning_curve(records, exp.methods, out / "learning_curve.png", backend,
                                    exp.report.window, test_start=len(warm), labels=labels)
     print(table)
     print(f"results: {out}/ (episodes.parquet, summary.json, table.md"
@@ -319,6 +322,21 @@ def _notes(exp: Game24Experiment) -> list[str]:
         notes.append("ToE modes: supply = a verified stored suffix completes the branch; "
                      "guide = experience only in prompts and values.")
     return notes
+
+
+def answered_label(records, llm_cfg) -> tuple[str, str]:
+    """``(backend, model)`` of the episodes' answers; several different ones are an error, none the config's."""
+    seen = sorted({(str(r.get("backend") or ""), str(r.get("model") or "")) for r in records} - {("", "")})
+    if seen:  # several (a passthrough replay that recorded some answers): name them all
+        backend = "+".join(dict.fromkeys(b or llm_cfg.backend for b, _ in seen))
+        model = "+".join(dict.fromkeys(m or _model_name(llm_cfg) for _, m in seen))
+        return backend, model
+    return (llm_cfg.replay_backend if llm_cfg.backend == "replay" else llm_cfg.backend), _model_name(llm_cfg)
+
+
+def heading(protocol: ProtocolConfig, n_test: int) -> str:
+    """The table heading, from what ran (the backend label follows it), never from the config's title."""
+    return f"Game of 24, ToT test split (ranks {protocol.test_first}-{protocol.test_last}, {n_test} puzzles)"
 
 
 def _model_name(llm_cfg) -> str:

@@ -97,7 +97,8 @@ def plot_accuracy_vs_calls(summary: Sequence[Mapping[str, Any]], path: Path, bac
     ax.legend(fontsize=8, loc="best")
     ax.set_xlabel("LLM calls per test puzzle")
     ax.set_ylabel("accuracy, any of b (%)")
-    ax.set_title(f"Game of 24: accuracy vs calls ({_plot_label(backend)})")
+    model = str(summary[0].get("model") or "") if summary else ""
+    ax.set_title(f"Game of 24: accuracy vs calls ({_plot_label(backend, model)})")
     ax.grid(alpha=0.3)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -129,8 +130,9 @@ def plot_learning_curve(records: Sequence[Mapping[str, Any]], methods: Sequence[
         a.grid(alpha=0.3)
     ax.set_ylabel(f"accuracy (any of b) per window of {window} (%)")
     ax2.set_ylabel(f"LLM calls per puzzle, window of {window}")
-    ax.set_title(f"Game of 24: learning curve ({_plot_label(backend)})")
-    ax2.set_title(f"Game of 24: calls over the stream ({_plot_label(backend)})")
+    model = next((str(r["model"]) for r in records if r.get("model")), "")
+    ax.set_title(f"Game of 24: learning curve ({_plot_label(backend, model)})")
+    ax2.set_title(f"Game of 24: calls over the stream ({_plot_label(backend, model)})")
     ax.legend(fontsize=8)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -138,5 +140,14 @@ def plot_learning_curve(records: Sequence[Mapping[str, Any]], methods: Sequence[
     plt.close(fig)
 
 
-def _plot_label(backend: str) -> str:
-    return "SIMULATED policy" if backend == "simulated" else f"backend {backend}"
+def _plot_label(backend: str, model: str = "") -> str:
+    if backend == "simulated":
+        return f"SIMULATED policy {model}".rstrip()
+    return f"{backend}: {model.rsplit('/', 1)[-1]}" if model else f"backend {backend}"
+
+
+def summary_rows(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """``summary.json`` as one flat record per method (the sweep table's rows, the tracker's metrics):
+    every scalar of the method's summary record (means over seeds, ``*_std``, backend, simulated)."""
+    return [{k: v for k, v in rec.items() if isinstance(v, (int, float, str, bool)) or v is None}
+            for rec in summary.get("methods", [])]

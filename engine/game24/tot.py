@@ -87,7 +87,7 @@ from engine.game24.hooks import (
     request_seed,
 )
 from engine.game24.trajectory import Branch, canonical_numbers
-from engine.llm.base import LLMBackend, MeteredBackend, Request, Usage
+from engine.llm.base import LLMBackend, MeteredBackend, Request, Usage, answered_by
 from engine.rounds import Episode, EpisodeResult, Snapshot
 
 N_ARITH_STEPS = 3
@@ -554,7 +554,7 @@ class ToTMethod:
         for run, (outputs, verdicts), trace, upd in zip(runs, finals, traces, updates):
             usage = metered.meter.per_episode.get(run.key, Usage())
             rec = _record(self, run, trace, usage, wall)
-            rec["model"] = str(getattr(llm, "model", ""))
+            rec["backend"], rec["model"] = answered_by(llm)  # a replay: the backend that recorded it
             results.append(EpisodeResult(run.episode.episode_id, rec, upd))
         return results
 
@@ -573,7 +573,8 @@ class ToTMethod:
 
     def save_state(self, directory) -> None:
         """Checkpoint hook (engine.rounds): the hooks' own atomic save (else a pickle), plus the value cache."""
-        from engine.checkpoint import atomic_write_bytes, save_method_state
+        from engine.atomic_io import write_bytes as atomic_write_bytes
+        from engine.checkpoint import save_method_state
 
         directory = Path(directory)
         save_method_state(self.hooks, directory)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Protocol, Sequence, runtime_checkable
 
 from engine.errors import InputError
+from engine.llm.structured import Constraint
 
 Message = dict  # {"role": "system"|"user"|"assistant"|"tool", "content": str, ...}
 
@@ -37,6 +38,7 @@ class Request:
     stop: tuple[str, ...] = ()
     seed: int | None = None
     episode: str | None = None
+    constraint: Constraint | None = None  # the answer's shape, enforced by the backend (engine.llm.structured)
 
     def __post_init__(self):
         if (self.prompt is None) == (self.messages is None):
@@ -125,6 +127,20 @@ class UsageMeter:
                 self.per_episode.setdefault(req.episode, Usage()).add(resp)
 
 
+def answered_by(backend) -> tuple[str, str]:
+    """``(backend, model)`` that produced a backend's text, for every label of a result.
+
+    A replay backend answers with what the backend that recorded its trace wrote, so it
+    reports that backend (``simulated`` for a trace of the simulated policy); a
+    :class:`MeteredBackend` reports the backend it wraps.
+    """
+    inner = getattr(backend, "backend", None)
+    if inner is not None and hasattr(inner, "generate"):
+        return answered_by(inner)
+    name = getattr(backend, "backend_name", None) or backend.name
+    return str(name), str(getattr(backend, "model", "") or "")
+
+
 class MeteredBackend:
     """Wraps any backend and counts its usage; behaves as the backend it wraps."""
 
@@ -132,6 +148,7 @@ class MeteredBackend:
         self.backend = backend
         self.name = backend.name
         self.model = backend.model
+        self.answered_by = answered_by(backend)  # (backend, model) for labels; a replay's recorded backend
         self.meter = UsageMeter()
 
     def generate(self, requests: Sequence[Request]) -> list[Response]:

@@ -24,6 +24,7 @@ from typing import Any, Literal, Mapping
 
 from engine.config import check, from_dict
 from engine.llm.simulated_params import SimulatedPolicyParams
+from engine.llm.structured import KINDS
 
 BACKENDS = ("simulated", "local", "openai", "vllm", "replay")
 
@@ -66,6 +67,11 @@ class LLMConfig:
     replay_mode: Literal["strict", "passthrough"] = "strict"
     replay_backend: Literal["simulated", "local", "openai", "vllm"] = "simulated"
     simulated: SimulatedPolicyParams = field(default_factory=SimulatedPolicyParams)
+    # structured outputs (engine.llm.structured): off entirely, or off for some prompt kinds; how an
+    # OpenAI-compatible server is told (response_format | vllm guided_* fields | llamacpp json_schema/grammar)
+    structured: bool = True
+    unconstrained: tuple[str, ...] = ()
+    structured_format: Literal["response_format", "vllm", "llamacpp"] = "response_format"
 
     def __post_init__(self):
         check(self.max_concurrency >= 1, f"llm.max_concurrency must be >= 1, got {self.max_concurrency}")
@@ -91,6 +97,8 @@ class LLMConfig:
             f"llm.base_url must start with http:// or https://, got {self.base_url!r}",
         )
         check(bool(self.api_key_env.strip()), "llm.api_key_env must name an environment variable, got ''")
+        bad = [k for k in self.unconstrained if k not in KINDS]
+        check(not bad, f"llm.unconstrained: unknown prompt kind(s) {bad}; valid kinds: {', '.join(KINDS)}")
         check(
             self.backend != "replay" or bool(self.replay_path),
             "llm.replay_path must name a trace file when llm.backend = 'replay', got ''",
@@ -107,6 +115,6 @@ class LLMConfig:
 def load_llm_config(data: Mapping[str, Any] | None, where: str = "llm") -> LLMConfig:
     """Build :class:`LLMConfig` from a whole config dict (its ``llm`` table) or the table itself."""
     data = {} if data is None else data
-    if "llm" in data and isinstance(data["llm"], Mapping):
-        data = data["llm"]
+    if "llm" in data or "task" in data:  # a whole config (LLMConfig has neither key): its [llm] table
+        data = data.get("llm") or {}
     return from_dict(LLMConfig, data, where)

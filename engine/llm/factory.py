@@ -14,9 +14,19 @@ from engine.llm.config import BACKENDS, LLMConfig
 
 
 def make_backend(cfg: LLMConfig) -> LLMBackend:
-    """The backend for ``cfg.backend``; callers wrap it in MeteredBackend to count usage."""
+    """The backend for ``cfg.backend``; callers wrap it in MeteredBackend to count usage. Model backends
+    sit behind :class:`~engine.llm.structured.ConstraintSwitch` (``[llm] structured``, ``unconstrained``)."""
     if not isinstance(cfg, LLMConfig):
         raise ConfigError(f"make_backend expects an LLMConfig, got {type(cfg).__name__}")
+    backend = _make(cfg)
+    if cfg.backend == "simulated":  # writes the format by construction
+        return backend
+    from engine.llm.structured import ConstraintSwitch
+
+    return ConstraintSwitch(backend, cfg.structured, cfg.unconstrained)
+
+
+def _make(cfg: LLMConfig) -> LLMBackend:
     if cfg.backend == "simulated":
         from engine.llm.simulated_game24 import MODEL_NAME, SimulatedGame24Backend
 
@@ -36,7 +46,7 @@ def make_backend(cfg: LLMConfig) -> LLMBackend:
     if cfg.backend == "replay":
         from engine.llm.replay import ReplayBackend
 
-        inner = make_backend(cfg.wrapped) if cfg.replay_mode == "passthrough" else None
+        inner = _make(cfg.wrapped) if cfg.replay_mode == "passthrough" else None
         return ReplayBackend(
             cfg.replay_path,
             mode=cfg.replay_mode,

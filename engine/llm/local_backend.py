@@ -113,6 +113,7 @@ class LocalLlamaBackend(OpenAIBackend):
             backoff_max_s=2.0,
             name="local",
             usage_sums_choices=False,  # llama.cpp reports one choice's count when n > 1
+            structured_format="llamacpp",  # json_schema / grammar (GBNF) in the request
         )
 
     @classmethod

@@ -47,6 +47,7 @@ from typing import Any, Protocol, Sequence
 
 from engine.errors import BackendError, InputError
 from engine.llm.base import Completion, Request, Response
+from engine.llm.structured import request_fields
 from engine.llm.tokens import count_tokens
 
 
@@ -146,6 +147,7 @@ class OpenAIBackend:
         api_key: str | None = None,
         name: str = "openai",
         usage_sums_choices: bool = True,
+        structured_format: str = "response_format",
     ):
         if api not in ("completions", "chat"):
             raise InputError(f"api must be 'completions' or 'chat', got {api!r}")
@@ -157,6 +159,10 @@ class OpenAIBackend:
             raise InputError(f"retries must be >= 0, got {retries}")
         if timeout_s <= 0:
             raise InputError(f"timeout_s must be > 0, got {timeout_s}")
+        if structured_format not in ("response_format", "vllm", "llamacpp"):
+            raise InputError(f"structured_format must be 'response_format', 'vllm' or 'llamacpp', "
+                             f"got {structured_format!r}")
+        self.structured_format = structured_format
         self.transport = HTTPTransport(transport, api_key) if isinstance(transport, str) else transport
         self.model = model
         self.name = name
@@ -187,6 +193,7 @@ class OpenAIBackend:
             retries=cfg.retries,
             backoff_s=cfg.backoff_s,
             backoff_max_s=cfg.backoff_max_s,
+            structured_format=cfg.structured_format,
         )
 
     @property
@@ -257,6 +264,8 @@ class OpenAIBackend:
             payload["stop"] = list(r.stop)
         if r.seed is not None:
             payload["seed"] = int(r.seed) + (sample or 0)
+        if r.constraint is not None:  # structured outputs in this server's dialect (engine.llm.structured)
+            payload.update(request_fields(r.constraint, self.structured_format))
         return _Job(k, payload, "chat/completions" if chat else "completions", n)
 
     def _run(self, jobs: list[_Job]) -> None:

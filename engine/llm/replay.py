@@ -60,7 +60,7 @@ def _prompt_text(req: Request) -> str:
 
 
 def _params(req: Request) -> dict:
-    return {
+    params = {
         "chat": req.messages is not None,
         "temperature": float(req.temperature),
         "top_p": float(req.top_p),
@@ -68,6 +68,9 @@ def _params(req: Request) -> dict:
         "stop": list(req.stop),
         "seed": req.seed,
     }
+    if req.constraint is not None:  # keys of unconstrained requests are unchanged
+        params["constraint"] = req.constraint.key
+    return params
 
 
 def trace_key(backend: str, model: str, req: Request, sample: int) -> str:

@@ -16,6 +16,7 @@ from typing import Sequence
 
 from engine.errors import BackendError, InputError, require
 from engine.llm.base import Completion, Request, Response
+from engine.llm.structured import vllm_sampling_kwargs
 
 
 class VLLMBackend:
@@ -88,6 +89,7 @@ class VLLMBackend:
                 max_tokens=r.max_tokens,
                 stop=list(r.stop) or None,
                 seed=r.seed,
+                **vllm_sampling_kwargs(self._vllm, r.constraint),  # structured outputs (engine.llm.structured)
             )
             for r in requests
         ]

@@ -31,7 +31,7 @@ def tiny_run(tmp_path_factory):
 
 def test_run_writes_summary_table_plots_and_tree(tiny_run, capsys):
     s = json.loads((tiny_run / "summary.json").read_text())
-    assert s["backend"] == "simulated" and s["label"] == "synthetic data + simulated policy"
+    assert s["backend"] == "simulated" and s["label"] == "synthetic data, SIMULATED policy (simulated-finance-v1)"
     recs = s["records"]
     assert len(recs) == len(TINY["methods"]) * 3 * 2
     assert {(r["method"], r["horizon"], r["period"]) for r in recs} == {
@@ -40,7 +40,7 @@ def test_run_writes_summary_table_plots_and_tree(tiny_run, capsys):
     assert set(s["reliability_truth"]) == {"Pipe+ToE", "Pipe+ToE (LLM update)"}
     assert s["usage"]["Pipe+ToE"]["calls"] > s["usage"]["Pipe"]["calls"] > 0
     table = (tiny_run / "table.md").read_text()
-    assert "simulated" in table and "| Pipe+ToE |" in table and "formula-based" in table
+    assert "simulated" in table and "| Pipe+ToE [simulated] |" in table and "formula-based [simulated]" in table
     for f in ("tsic_over_time.png", "tree.png", "tree.csv", "predictions.npz"):
         assert (tiny_run / f).stat().st_size > 0
 

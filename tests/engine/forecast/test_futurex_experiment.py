@@ -285,7 +285,7 @@ def test_simulated_run_end_to_end(tasks, tmp_path, capsys):
     assert "| ForeDreamer (seed guide, empty bank) [simulated] |" in text and "| RAG [simulated] |" in text
     assert "Search items after their question's cutoff: 0" in text
     summary = json.loads((out / "summary.json").read_text())
-    assert (out / "table.md").read_text().startswith("# t")
+    assert (out / "table.md").read_text().startswith("# ForeDreamer on FutureX: SIMULATED forecasting harness")
     evo, ev = set(summary["split"]["evo"]), set(summary["split"]["eval"])
     assert len(evo) == 4 and not evo & ev and evo | ev == {t.qid for t in tasks}
     assert summary["late_items"] == 0

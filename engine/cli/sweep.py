@@ -1,0 +1,48 @@
+"""``toe sweep CONFIG --grid KEY=V1,V2 [--grid ...]``: every combination as its own ``toe run``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from engine import tracking
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("sweep", help="run every combination of a grid of overrides (resumable)")
+    p.add_argument("config", type=Path, help="experiment TOML file, e.g. configs/game24.toml")
+    p.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2,...", required=True,
+                   help="a config key and its values (TOML), e.g. --grid tot.breadth=3,5 (repeatable)")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a config value in every run (repeatable)")
+    p.add_argument("--out", type=Path, default=None, help="sweep folder (default: runs/<config name>-sweep)")
+    p.add_argument("--executor", choices=("local", "ray"), default="local",
+                   help="local: parallel processes here; ray: one Ray task per run")
+    p.add_argument("--jobs", type=int, default=1, help="runs at once (local processes or Ray tasks in flight)")
+    p.add_argument("--address", default=None, help="Ray cluster address (--executor ray; default: start one)")
+    p.add_argument("--metric", default=None,
+                   help="summary column to tabulate and plot (default per task, e.g. acc_any for game24)")
+    p.add_argument("--no-progress", dest="progress", action="store_false", help="hide the progress bar")
+    tracking.add_arguments(p)  # passed on to every run; default store: <sweep folder>/mlruns
+    p.set_defaults(func=_sweep)
+
+
+def _sweep(args) -> int:
+    from engine.sweep import SweepOptions, parse_axis, run_sweep
+
+    out = args.out or Path("runs") / f"{args.config.stem}-sweep"
+    options = SweepOptions(
+        config_path=args.config, out=out,
+        axes=tuple(parse_axis(g) for g in args.grid), overrides=tuple(args.overrides),
+        executor=args.executor, jobs=args.jobs, address=args.address, metric=args.metric,
+        progress=args.progress, run_args=tuple(_track_args(args, out)),
+    )
+    return run_sweep(options)
+
+
+def _track_args(args, out: Path) -> list[str]:
+    """``toe run`` options that make every run log itself to one tracking store and experiment."""
+    if args.track is None:
+        return []
+    tracking.check_installed(args.track)  # before any run starts
+    uri = tracking.tracking_uri(args.track_uri or str(out / tracking.DEFAULT_URI))
+    return ["--track", args.track, "--track-uri", uri, "--track-experiment", args.track_experiment or out.name]

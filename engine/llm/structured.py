@@ -1,0 +1,160 @@
+"""Structured outputs: the answer shape of a prompt kind, declared once, enforced by each backend.
+
+A prompt whose answer has a fixed shape attaches a :class:`Constraint` to its
+:class:`~engine.llm.base.Request` (``Request(..., constraint=prophet_forecast(markets))``). Each backend
+turns it into its own mechanism:
+
+============  =====================================================================================
+openai        ``llm.structured_format = "response_format"`` (default): ``response_format`` =
+              ``{"type": "json_schema", "json_schema": {"name", "schema", "strict": true}}`` (OpenAI,
+              vLLM, SGLang, llama.cpp servers); ``"vllm"``: ``guided_json`` / ``guided_regex`` /
+              ``guided_grammar`` plus ``structured_outputs`` in the body (vLLM's extra_body fields);
+              ``"llamacpp"``: ``json_schema`` / ``grammar`` (a llama.cpp server's own fields)
+local         the embedded llama.cpp server: ``json_schema`` / ``grammar`` in the request
+vllm          ``SamplingParams(structured_outputs=StructuredOutputsParams(json=... | regex=...))``, or
+              ``guided_decoding=GuidedDecodingParams(...)`` on vLLM versions before structured outputs
+simulated     nothing to do: the simulated policies write the format by construction
+replay        the constraint is part of the trace key: a recorded constrained answer replays only for
+              the same constraint
+============  =====================================================================================
+
+A regex-only constraint (Game-of-24 lines) has no ``response_format`` form; the OpenAI path then sends
+nothing for it unless ``structured_format`` is ``"vllm"`` or ``"llamacpp"`` (GBNF). Parsing stays
+tolerant either way: constrained text goes through the same parser, and an unusable answer is counted
+(forecast rows: ``failed``), never raised.
+
+``[llm] structured = false`` turns every constraint off; ``[llm] unconstrained = ["kind", ...]`` turns
+off single kinds (:data:`KINDS`). :class:`ConstraintSwitch` applies both, in front of any backend.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+from functools import cached_property
+from typing import Any, Sequence
+
+# Prompt kinds that declare an answer shape. Game-of-24 lines are declared here (regex and GBNF) for the
+# backends; the ToT prompts attach them where the search builds its requests.
+KINDS = ("prophet_forecast", "game24_value", "game24_step", "game24_answer")
+
+
+@dataclass(frozen=True)
+class Constraint:
+    """The shape one answer must have: a JSON schema (as text, so requests stay hashable), a regular
+    expression and/or a GBNF grammar. ``kind`` names the prompt kind (:data:`KINDS`)."""
+
+    kind: str
+    schema_json: str = ""
+    regex: str = ""
+    grammar: str = ""
+
+    def __post_init__(self):
+        if self.kind not in KINDS:
+            raise ValueError(f"constraint kind must be one of {KINDS}, got {self.kind!r}")
+        if not (self.schema_json or self.regex or self.grammar):
+            raise ValueError(f"constraint {self.kind!r} needs a schema, a regex or a grammar")
+
+    @cached_property
+    def schema(self) -> dict | None:
+        return json.loads(self.schema_json) if self.schema_json else None
+
+    @property
+    def key(self) -> str:
+        """Stable text identifying the constraint (replay trace keys)."""
+        return json.dumps([self.kind, self.schema_json, self.regex, self.grammar])
+
+
+def prophet_forecast(markets: Sequence[str]) -> Constraint:
+    """Prophet Arena answer: ``{"probabilities": {<each listed outcome, exactly>: number in [0, 1]}}``
+    (the shape :func:`engine.forecast.toolcalls.parse_prophet_answer` accepts)."""
+    names = list(dict.fromkeys(markets))
+    schema = {
+        "type": "object",
+        "properties": {"probabilities": {
+            "type": "object",
+            "properties": {m: {"type": "number", "minimum": 0, "maximum": 1} for m in names},
+            "required": names,
+            "additionalProperties": False,
+        }},
+        "required": ["probabilities"],
+        "additionalProperties": False,
+    }
+    return Constraint("prophet_forecast", schema_json=json.dumps(schema))
+
+
+_NUM = r"[0-9]+(\.[0-9]+)?"
+_GNUM = '[0-9]+ ("." [0-9]+)?'
+GAME24_VALUE = Constraint("game24_value", regex=r"(sure|likely|impossible)",
+                          grammar='root ::= "sure" | "likely" | "impossible"')
+GAME24_STEP = Constraint(  # "4 + 8 = 12 (left: 8 10 12)", one line per proposal
+    "game24_step",
+    regex=rf"({_NUM} [-+*/] {_NUM} = {_NUM} \(left: {_NUM}( {_NUM})*\)\n?)+",
+    grammar=(f'root ::= line+\nline ::= num " " op " " num " = " num " (left: " num (" " num)* ")" "\\n"?\n'
+             f'op ::= [-+*/]\nnum ::= {_GNUM}'),
+)
+GAME24_ANSWER = Constraint(  # "Answer: (5 - 1) * (3 + 3) = 24"
+    "game24_answer", regex=r"Answer: [-+*/() 0-9]+ = 24",
+    grammar='root ::= "Answer: " [-+*/() 0-9]+ " = 24"',
+)
+
+
+def response_format(c: Constraint) -> dict | None:
+    """OpenAI's ``response_format`` for ``c``, or None when it has no JSON schema."""
+    if c.schema is None:
+        return None
+    return {"type": "json_schema", "json_schema": {"name": c.kind, "schema": c.schema, "strict": True}}
+
+
+def request_fields(c: Constraint, fmt: str) -> dict[str, Any]:
+    """The request-body fields that carry ``c`` in an OpenAI-compatible server's dialect ``fmt``."""
+    if fmt == "response_format":
+        rf = response_format(c)
+        return {"response_format": rf} if rf else {}
+    if fmt == "vllm":
+        if c.schema is not None:
+            return {"guided_json": c.schema, "structured_outputs": {"json": c.schema}}
+        if c.regex:
+            return {"guided_regex": c.regex, "structured_outputs": {"regex": c.regex}}
+        return {"guided_grammar": c.grammar, "structured_outputs": {"grammar": c.grammar}}
+    if fmt == "llamacpp":
+        if c.schema is not None:
+            return {"json_schema": c.schema}
+        return {"grammar": c.grammar} if c.grammar else {}
+    raise ValueError(f"structured_format must be 'response_format', 'vllm' or 'llamacpp', got {fmt!r}")
+
+
+def vllm_sampling_kwargs(vllm_module, c: Constraint | None) -> dict[str, Any]:
+    """``SamplingParams`` keyword for ``c``: ``structured_outputs=StructuredOutputsParams(...)`` where this vLLM
+    has it, else ``guided_decoding=GuidedDecodingParams(...)``."""
+    if c is None:
+        return {}
+    spec = {"json": c.schema} if c.schema is not None else ({"regex": c.regex} if c.regex else {"grammar": c.grammar})
+    sp = vllm_module.sampling_params
+    if hasattr(sp, "StructuredOutputsParams"):
+        return {"structured_outputs": sp.StructuredOutputsParams(**spec)}
+    return {"guided_decoding": sp.GuidedDecodingParams(**spec)}
+
+
+class ConstraintSwitch:
+    """In front of a backend: drops the constraints that ``[llm] structured`` / ``unconstrained`` turn off."""
+
+    def __init__(self, backend, enabled: bool = True, off: Sequence[str] = ()):
+        self.backend = backend
+        self.name = backend.name
+        self.model = backend.model
+        self.enabled = enabled
+        self.off = frozenset(off)
+
+    def generate(self, requests):
+        reqs = [r if r.constraint is None or (self.enabled and r.constraint.kind not in self.off)
+                else replace(r, constraint=None) for r in requests]
+        return self.backend.generate(reqs)
+
+    def close(self) -> None:
+        close = getattr(self.backend, "close", None)
+        if close:
+            close()
+
+    def __getattr__(self, item):  # base_url, meter, ... of the wrapped backend
+        return getattr(self.backend, item)

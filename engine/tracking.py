@@ -1,0 +1,182 @@
+"""Experiment tracking: ``toe run ... --track mlflow`` logs the finished run to MLflow.
+
+What one MLflow run holds (logged from the run folder once the runner has returned, so a tracked run is
+the same run as an untracked one):
+
+- params: the resolved config (after ``--set``), flattened to ``section.key`` (also as ``config.json``);
+- tags: ``task``, ``backend``, ``model``, ``simulated``, ``run_folder``;
+- metrics: every numeric column of the task's per-method summary records (:func:`engine.tasks.summary_rows`)
+  as ``<method>/<column>``;
+- throughput: each line of the run folder's ``executor_stats.jsonl`` (one per executor run, i.e. method x
+  seed) as steps of ``throughput/episodes_per_s``, ``throughput/round_s``, ``throughput/rounds``, ...;
+- artifacts: the run folder's tables, plots and JSON files (``*.md``, ``*.png``, ``*.json``, ``*.jsonl``).
+
+The tracking URI defaults to a local file store, ``./mlruns`` (no server to start). MLflow 3 keeps the file
+store in maintenance mode behind ``MLFLOW_ALLOW_FILE_STORE``; the engine sets it for ``file:`` URIs it is
+given. Any other URI works with ``--track-uri`` (``http://HOST:5000``, ``sqlite:///mlflow.db``; the latter
+needs the full ``mlflow`` package). ``mlflow`` is imported lazily; without it ``--track`` fails before the
+run starts, naming the ``track`` extra.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import tempfile
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator, Mapping
+
+from engine.errors import ConfigError, MissingExtraError
+
+TRACKERS = ("mlflow",)
+DEFAULT_URI = "mlruns"
+ARTIFACT_SUFFIXES = (".md", ".png", ".json", ".jsonl")
+_KEY = re.compile(r"[^A-Za-z0-9_\-. /]")
+MAX_PARAM = 6000  # MLflow's limit on a param value
+
+
+def add_arguments(parser) -> None:
+    """The ``--track*`` options of ``toe run`` and ``toe sweep``."""
+    parser.add_argument("--track", choices=TRACKERS, default=None,
+                        help="log the run (config, metrics, throughput, artifacts) to an experiment tracker")
+    parser.add_argument("--track-uri", default=None,
+                        help=f"tracking URI (default: a local file store, ./{DEFAULT_URI}); e.g. http://HOST:5000")
+    parser.add_argument("--track-experiment", default=None,
+                        help="experiment name (default: the config file's name)")
+
+
+def tracking_uri(uri: str | None) -> str:
+    """``None`` -> ``file:///abs/mlruns``; a plain path -> its ``file:`` URI; anything with a scheme unchanged."""
+    uri = uri or DEFAULT_URI
+    if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", uri) or uri.startswith(("file:", "databricks")):
+        return uri
+    return Path(uri).expanduser().resolve().as_uri()
+
+
+def _mlflow():
+    try:
+        import mlflow  # noqa: F401
+        from mlflow.tracking import MlflowClient
+    except ImportError as exc:
+        raise MissingExtraError("mlflow", "track") from exc
+    return MlflowClient
+
+
+def check_installed(kind: str) -> None:
+    """A known tracker whose package imports, else a clear error (before any run starts)."""
+    if kind not in TRACKERS:
+        raise ConfigError(f"--track must be one of {TRACKERS}, got {kind!r}")
+    _mlflow()
+
+
+@contextmanager
+def tracked(args, config: Mapping[str, Any], out: Path, task: str) -> Iterator[None]:
+    """Around a runner: checks the tracker is installed before the run, logs the run folder after it."""
+    kind = getattr(args, "track", None)
+    if kind is None:
+        yield
+        return
+    check_installed(kind)
+    yield
+    run_id = log_run(out, config, task, uri=getattr(args, "track_uri", None),
+                     experiment=getattr(args, "track_experiment", None) or Path(args.config).stem)
+    print(f"tracked: mlflow run {run_id} in {tracking_uri(getattr(args, 'track_uri', None))}")
+
+
+def log_run(out: Path, config: Mapping[str, Any], task: str, uri: str | None = None,
+            experiment: str = "toe", run_name: str | None = None) -> str:
+    """Log the finished run folder ``out`` to MLflow; returns the MLflow run id."""
+    from engine.tasks import summary_rows
+
+    MlflowClient = _mlflow()
+    uri = tracking_uri(uri)
+    if uri.startswith("file:"):
+        os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
+    client = MlflowClient(tracking_uri=uri)
+    exp_id = _experiment_id(client, experiment)
+    summary = json.loads((out / "summary.json").read_text())
+    rows = summary_rows(task, summary)
+    first = rows[0] if rows else {}
+    tags = {"task": task, "run_folder": str(Path(out).resolve()),
+            "backend": str(first.get("backend", _lookup(config, "llm.backend") or "")),
+            "model": str(first.get("model", "")), "simulated": str(bool(any(r.get("simulated") for r in rows)))}
+    run = client.create_run(exp_id, run_name=run_name or Path(out).name, tags=tags)
+    rid = run.info.run_id
+    try:
+        from mlflow.entities import Metric, Param
+
+        now = int(time.time() * 1000)
+
+        params = [Param(k[:250], v[:MAX_PARAM]) for k, v in flatten(config).items()]
+        metrics = [Metric(metric_key(f"{r.get('method')}/{k}"), float(v), now, 0)
+                   for r in rows for k, v in r.items() if _is_number(v)]
+        stats = out / "executor_stats.jsonl"
+        if stats.is_file():
+            for step, line in enumerate(stats.read_text().splitlines()):
+                rec = json.loads(line)
+                metrics += [Metric(f"throughput/{k}", float(rec[k]), now, step)
+                            for k in ("episodes_per_s", "round_s", "rounds", "episodes_run", "wall_s",
+                                      "round_overhead_s", "barrier_apply_s", "checkpoint_s") if _is_number(rec.get(k))]
+        for i in range(0, len(params), 100):
+            client.log_batch(rid, params=params[i:i + 100])
+        for i in range(0, len(metrics), 1000):
+            client.log_batch(rid, metrics=metrics[i:i + 1000])
+        with tempfile.TemporaryDirectory() as tmp:
+            cfg = Path(tmp) / "config.json"
+            cfg.write_text(json.dumps(config, indent=1, default=str))
+            client.log_artifact(rid, str(cfg))
+        for path in sorted(Path(out).iterdir()):
+            if path.is_file() and path.suffix in ARTIFACT_SUFFIXES:
+                client.log_artifact(rid, str(path))
+    except BaseException:
+        client.set_terminated(rid, status="FAILED")
+        raise
+    client.set_terminated(rid)
+    return rid
+
+
+def _experiment_id(client, name: str) -> str:
+    exp = client.get_experiment_by_name(name)
+    if exp is not None:
+        return exp.experiment_id
+    try:
+        return client.create_experiment(name)
+    except Exception:  # a parallel run of the same sweep created it first
+        exp = client.get_experiment_by_name(name)
+        if exp is None:
+            raise
+        return exp.experiment_id
+
+
+def flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
+    """``{"tot": {"breadth": 5}}`` -> ``{"tot.breadth": "5"}`` (lists and values as JSON text)."""
+    out: dict[str, str] = {}
+    for k, v in config.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, Mapping):
+            out.update(flatten(v, key + "."))
+        else:
+            out[key] = v if isinstance(v, str) else json.dumps(v, default=str)
+    return out
+
+
+def metric_key(name: str) -> str:
+    """MLflow keys allow letters, digits, ``_ - . / `` and space: ``Pipe+ToE (LLM)`` -> ``Pipe_ToE _LLM_``."""
+    return _KEY.sub("_", name)[:250]
+
+
+def _lookup(config: Mapping[str, Any], key: str) -> Any:
+    node: Any = config
+    for part in key.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            return None
+        node = node[part]
+    return node
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)

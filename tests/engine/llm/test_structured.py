@@ -1,0 +1,179 @@
+"""Structured outputs: each backend's own request format carries the constraint; the switch turns it off."""
+
+import json
+import threading
+import types
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from engine.config import from_dict
+from engine.errors import ConfigError
+from engine.forecast.toolcalls import parse_prophet_answer
+from engine.llm.base import Request
+from engine.llm.config import LLMConfig
+from engine.llm.openai_backend import OpenAIBackend
+from engine.llm.replay import trace_key
+from engine.llm.structured import (
+    GAME24_STEP, GAME24_VALUE, Constraint, ConstraintSwitch, prophet_forecast, vllm_sampling_kwargs,
+)
+
+MARKETS = ["Above 3.5%", "Below 3.5%"]
+ANSWER = json.dumps({"probabilities": {"Above 3.5%": 0.3, "Below 3.5%": 0.7}})
+
+
+@pytest.fixture(scope="module")
+def fake():
+    """An OpenAI-compatible server on loopback that records every body and answers with a forecast."""
+    seen = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *a):
+            pass
+
+        def do_POST(self):
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            seen.append((self.path, body))
+            chat = "messages" in body
+            choice = {"index": 0, "finish_reason": "stop",
+                      **({"message": {"role": "assistant", "content": ANSWER}} if chat else {"text": ANSWER})}
+            payload = json.dumps({"choices": [choice], "usage": {"prompt_tokens": 3, "completion_tokens": 9}}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}/v1", seen
+    httpd.shutdown()
+
+
+def _post(fake, fmt, constraint, chat=True):
+    url, seen = fake
+    seen.clear()
+    req = Request(messages=({"role": "user", "content": "forecast"},), constraint=constraint) if chat else \
+        Request(prompt="forecast", constraint=constraint)
+    with OpenAIBackend(url, "m", retries=0, structured_format=fmt) as b:
+        (resp,) = b.generate([req])
+    (path, body), = seen
+    return path, body, resp
+
+
+def test_schema_is_the_shape_the_parser_accepts():
+    c = prophet_forecast(MARKETS)
+    assert c.schema["properties"]["probabilities"]["required"] == MARKETS
+    assert c.schema["properties"]["probabilities"]["additionalProperties"] is False
+    assert parse_prophet_answer(ANSWER, MARKETS)[0] == {"Above 3.5%": 0.3, "Below 3.5%": 0.7}
+    with pytest.raises(ValueError, match="kind must be one of"):
+        Constraint("nope", regex="x")
+
+
+def test_openai_response_format(fake):
+    c = prophet_forecast(MARKETS)
+    path, body, resp = _post(fake, "response_format", c)
+    assert path.endswith("/chat/completions")
+    assert body["response_format"] == {"type": "json_schema",
+                                       "json_schema": {"name": "prophet_forecast", "schema": c.schema, "strict": True}}
+    assert parse_prophet_answer(resp.texts[0], MARKETS)[0] is not None
+    # a regex-only constraint has no response_format form: nothing is sent for it
+    _, body, _ = _post(fake, "response_format", GAME24_VALUE, chat=False)
+    assert not {"response_format", "guided_regex", "grammar"} & set(body)
+
+
+def test_vllm_server_guided_fields(fake):
+    c = prophet_forecast(MARKETS)
+    _, body, _ = _post(fake, "vllm", c)
+    assert body["guided_json"] == c.schema and body["structured_outputs"] == {"json": c.schema}
+    _, body, _ = _post(fake, "vllm", GAME24_STEP, chat=False)
+    assert body["guided_regex"] == GAME24_STEP.regex and "response_format" not in body
+
+
+def test_llamacpp_server_fields(fake):
+    c = prophet_forecast(MARKETS)
+    _, body, _ = _post(fake, "llamacpp", c)
+    assert body["json_schema"] == c.schema
+    _, body, _ = _post(fake, "llamacpp", GAME24_VALUE, chat=False)
+    assert body["grammar"] == GAME24_VALUE.grammar
+
+
+def test_unconstrained_requests_send_no_fields(fake):
+    _, body, _ = _post(fake, "response_format", None)
+    assert not {"response_format", "guided_json", "json_schema", "grammar"} & set(body)
+
+
+def test_switch_turns_constraints_off_globally_and_per_kind(fake):
+    url, seen = fake
+    c = prophet_forecast(MARKETS)
+    reqs = [Request(prompt="a", constraint=c), Request(prompt="b", constraint=GAME24_VALUE)]
+    for enabled, off, want in [(True, (), [True, True]), (False, (), [False, False]),
+                               (True, ("game24_value",), [True, False])]:
+        seen.clear()
+        with OpenAIBackend(url, "m", retries=0, structured_format="llamacpp") as b:
+            ConstraintSwitch(b, enabled, off).generate(reqs)
+        got = {body["prompt"]: ("json_schema" in body or "grammar" in body) for _, body in seen}
+        assert [got["a"], got["b"]] == want, (enabled, off)
+
+
+def test_config_switch_validates_kinds():
+    cfg = from_dict(LLMConfig, {"unconstrained": ["game24_value"], "structured_format": "vllm"}, "llm")
+    assert cfg.unconstrained == ("game24_value",) and cfg.structured is True
+    with pytest.raises(ConfigError, match="unknown prompt kind"):
+        from_dict(LLMConfig, {"unconstrained": ["forecast_json"]}, "llm")
+    with pytest.raises(ConfigError, match="structured_format"):
+        from_dict(LLMConfig, {"structured_format": "xml"}, "llm")
+
+
+def test_replay_keys_record_the_constraint():
+    plain = Request(prompt="p", seed=1)
+    constrained = Request(prompt="p", seed=1, constraint=prophet_forecast(MARKETS))
+    other = Request(prompt="p", seed=1, constraint=prophet_forecast(MARKETS[:1]))
+    keys = {trace_key("local", "m", r, 0) for r in (plain, constrained, other)}
+    assert len(keys) == 3
+
+
+def test_vllm_sampling_kwargs_pick_the_installed_api():
+    class Params:
+        def __init__(self, **kw):
+            self.kw = kw
+
+    new = types.SimpleNamespace(sampling_params=types.SimpleNamespace(StructuredOutputsParams=Params))
+    old = types.SimpleNamespace(sampling_params=types.SimpleNamespace(GuidedDecodingParams=Params))
+    c = prophet_forecast(MARKETS)
+    assert vllm_sampling_kwargs(new, c)["structured_outputs"].kw == {"json": c.schema}
+    assert vllm_sampling_kwargs(old, GAME24_VALUE)["guided_decoding"].kw == {"regex": GAME24_VALUE.regex}
+    assert vllm_sampling_kwargs(new, None) == {}
+
+
+def test_vllm_request_objects():
+    vllm = pytest.importorskip("vllm")
+    c = prophet_forecast(MARKETS)
+    sp = vllm.SamplingParams(max_tokens=8, **vllm_sampling_kwargs(vllm, c))
+    carried = getattr(sp, "structured_outputs", None) or getattr(sp, "guided_decoding", None)
+    assert carried is not None and carried.json == c.schema
+
+
+@pytest.mark.local_model
+def test_constrained_smollm2_forecast_parses_through_both_paths():
+    pytest.importorskip("xllamacpp")
+    from engine.llm.local_backend import LocalLlamaBackend
+
+    msgs = ({"role": "user", "content": "Will US unemployment be above 3.5% in May? Answer with probabilities."},)
+    c = prophet_forecast(MARKETS)
+    backend = LocalLlamaBackend(threads=2, parallel=2, context=1024)
+    try:
+        sent = []
+        post = backend.transport.post
+        backend.transport.post = lambda path, payload, timeout: (sent.append(payload), post(path, payload, timeout))[1]
+        embedded = backend.generate([Request(messages=msgs, max_tokens=60, temperature=0.3, seed=1, constraint=c)])
+        assert sent[0]["json_schema"] == c.schema  # llama.cpp's own field, in process
+        # the same server over HTTP as an OpenAI-compatible endpoint, told through response_format
+        with OpenAIBackend(backend.base_url, retries=0, timeout_s=300) as http:
+            over_http = http.generate([Request(messages=msgs, max_tokens=60, temperature=0.3, seed=2, constraint=c)])
+    finally:
+        backend.close()
+    for resp in (embedded[0], over_http[0]):
+        probs, problem = parse_prophet_answer(resp.texts[0], MARKETS)
+        assert probs is not None, (resp.texts[0], problem)
+        assert set(probs) == set(MARKETS) and all(0 <= p <= 1 for p in probs.values())

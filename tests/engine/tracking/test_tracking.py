@@ -1,0 +1,99 @@
+"""``--track mlflow``: a run's config, metrics, throughput and artifacts in an MLflow store, read back with
+MLflow's own client."""
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from engine.cli import main
+from engine.tracking import flatten, metric_key, tracking_uri
+
+TINY = """\
+task = "game24"
+methods = ["tot", "toe"]
+seeds = [0]
+[protocol]
+warmup_first = 1
+warmup_last = 20
+warmup_sample = 4
+test_first = 901
+test_last = 1000
+test_limit = 2
+round_size = 2
+[tot]
+breadth = 2
+[llm]
+backend = "simulated"
+[report]
+plots = true
+"""
+
+
+@pytest.fixture
+def tiny(tmp_path):
+    path = tmp_path / "tiny.toml"
+    path.write_text(TINY)
+    return path
+
+
+def test_helpers():
+    assert flatten({"tot": {"breadth": 5}, "seeds": [0, 1], "task": "game24"}) == \
+        {"tot.breadth": "5", "seeds": "[0, 1]", "task": "game24"}
+    assert metric_key("Pipe+ToE (LLM update)/tsIC") == "Pipe_ToE _LLM update_/tsIC"
+    assert tracking_uri("http://h:5000") == "http://h:5000"
+    assert tracking_uri("/x/mlruns") == "file:///x/mlruns"
+    assert tracking_uri(None).startswith("file:///") and tracking_uri(None).endswith("/mlruns")
+
+
+@pytest.mark.slow
+def test_mlflow_run_is_written_and_read_back(tiny, tmp_path, monkeypatch):
+    pytest.importorskip("mlflow")
+    from mlflow.tracking import MlflowClient
+
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
+    out, store = tmp_path / "run", tmp_path / "mlruns"
+    assert main(["run", str(tiny), "--out", str(out), "--no-progress", "--set", "tot.breadth=3",
+                 "--track", "mlflow", "--track-uri", str(store)]) == 0
+    client = MlflowClient(tracking_uri=store.as_uri())
+    exp = client.get_experiment_by_name("tiny")
+    (run,) = client.search_runs([exp.experiment_id])
+    assert (store / exp.experiment_id / run.info.run_id).is_dir()  # the run folder on disk
+    assert run.info.status == "FINISHED" and run.info.run_name == "run"
+    assert run.data.params["tot.breadth"] == "3" and run.data.params["protocol.test_limit"] == "2"
+    assert run.data.tags["task"] == "game24" and run.data.tags["simulated"] == "True"
+    summary = json.loads((out / "summary.json").read_text())
+    for rec in summary["methods"]:
+        assert run.data.metrics[f"{rec['method']}/acc_any"] == pytest.approx(rec["acc_any"])
+        assert run.data.metrics[f"{rec['method']}/calls"] == pytest.approx(rec["calls"])
+    stats = [json.loads(line) for line in (out / "executor_stats.jsonl").read_text().splitlines()]
+    history = client.get_metric_history(run.info.run_id, "throughput/episodes_per_s")
+    assert [m.step for m in sorted(history, key=lambda m: m.step)] == list(range(len(stats)))
+    assert sorted(m.value for m in history) == pytest.approx(sorted(s["episodes_per_s"] for s in stats))
+    names = {a.path for a in client.list_artifacts(run.info.run_id)}
+    assert {"summary.json", "table.md", "config.json", "executor_stats.jsonl", "accuracy_vs_calls.png",
+            "learning_curve.png"} <= names
+    local = Path(client.download_artifacts(run.info.run_id, "summary.json", str(tmp_path)))
+    assert json.loads(local.read_text()) == summary
+
+
+def test_missing_mlflow_names_the_extra_and_runs_nothing(tiny, tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "mlflow", None)  # import mlflow raises ImportError
+    out = tmp_path / "run"
+    assert main(["run", str(tiny), "--out", str(out), "--no-progress", "--track", "mlflow"]) == 1
+    err = capsys.readouterr().err
+    assert "mlflow is not installed" in err and ".[track]" in err
+    assert not out.exists()
+
+
+def test_sweep_passes_one_store_and_experiment_to_every_run(tmp_path):
+    pytest.importorskip("mlflow")
+    from engine.cli.sweep import _track_args
+
+    args = argparse.Namespace(track="mlflow", track_uri=None, track_experiment=None)
+    got = _track_args(args, tmp_path / "grid")
+    assert got == ["--track", "mlflow", "--track-uri", (tmp_path / "grid" / "mlruns").resolve().as_uri(),
+                   "--track-experiment", "grid"]
+    assert _track_args(argparse.Namespace(track=None, track_uri=None, track_experiment=None), tmp_path) == []

@@ -1,0 +1,50 @@
+"""The measured tables quoted in README.md and docs/ are what scripts/doc_tables.py renders from the
+committed summary.json files of the shipped configs' runs (docs/results/<run>/summary.json)."""
+
+import importlib.util
+import json
+import shutil
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location("doc_tables", ROOT / "scripts" / "doc_tables.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_quoted_tables_match_the_committed_summaries():
+    stale = _script().update(check=True)
+    assert stale == [], f"run .venv/bin/python scripts/doc_tables.py; stale: {stale}"
+
+
+def test_a_changed_figure_makes_its_tables_stale(tmp_path):
+    dt = _script()
+    for doc in {d for d, _, _ in dt.TABLES.values()}:
+        (tmp_path / doc).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(ROOT / doc, tmp_path / doc)
+    results = tmp_path / "results"
+    shutil.copytree(ROOT / "docs" / "results", results)
+    path = results / "game24" / "summary.json"
+    s = json.loads(path.read_text())
+    s["methods"][0]["acc_any"] += 0.01
+    path.write_text(json.dumps(s))
+    stale = dt.update(tmp_path, results, check=True)
+    assert stale == ["README.md: game24-table", "docs/game24.md: game24-full-table",
+                     "docs/baselines.md: game24-baselines-table"]
+    assert dt.update(tmp_path, results) == stale  # rewrite
+    assert dt.update(tmp_path, results, check=True) == []
+    assert f"{100 * s['methods'][0]['acc_any']:.1f}%" in (tmp_path / "README.md").read_text()
+
+
+def test_every_rendered_table_names_simulated_rows():
+    dt = _script()
+    for name, (_, run, _) in dt.TABLES.items():
+        block = dt.render_block(name)
+        rows = [line for line in block.splitlines() if line.startswith("| ") and not line.startswith("| Method")
+                and not line.startswith("| ---")]
+        assert rows and all("[simulated]" in r for r in rows), name
+        assert dt.RUNS[run] in block
