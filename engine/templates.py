@@ -42,7 +42,7 @@ from typing import Any, Mapping
 from engine.config import check
 from engine.errors import ConfigError
 
-__all__ = ["SHIPPED_DIR", "PromptSet", "PromptsConfig", "TemplateError", "activate_for_run", "active", "load",
+__all__ = ["SHIPPED_DIR", "PromptSet", "PromptsConfig", "TemplateError", "activate_for_run", "active", "check_files", "load",
            "register", "shipped_path", "simulated_warning", "summary_entry", "use"]
 
 SHIPPED_DIR = Path(__file__).resolve().parent / "prompts"
@@ -75,6 +75,19 @@ class PromptsConfig:
             check(isinstance(v, str), f"prompts.{name} must be a path string, got {v!r}")
             if v:
                 check(Path(v).is_file(), f"prompts.{name}: no template file at {v!r}")
+
+
+def check_files(cfg: PromptsConfig, task_set: str) -> None:
+    """Check a ``[prompts]`` table's files against set ``task_set`` and the baselines set, activating nothing
+    (config parsing, so ``toe run --dry-run`` refuses a bad template too)."""
+    import importlib
+
+    for module in (f"engine.{task_set}.prompts", "engine.baselines.prompts"):  # registers the sets
+        importlib.import_module(module)
+    if cfg.file:
+        load(task_set, cfg.file)
+    if cfg.baselines:
+        load("baselines", cfg.baselines)
 
 
 def register(name: str, spec: Mapping[str, set[str] | frozenset[str]]) -> None:

@@ -24,7 +24,7 @@ from engine.forecast.agent import MODES, AgentConfig
 from engine.forecast.evolution import EvolutionConfig
 from engine.forecast.evidence_memory import MemoryBaselinesConfig
 from engine.forecast.sandbox import SandboxLimits
-from engine.templates import PromptsConfig
+from engine.templates import PromptsConfig, check_files
 
 # foredreamer / full_text / rag, then the memory baselines applied to the retrieved evidence
 # (engine.forecast.memory_baselines; rows "Mem0 (evidence)", "MemRL (evidence)", "ReMe (evidence)", "FLEX (evidence)")
@@ -101,4 +101,6 @@ def load_forecast_config(config: dict) -> ForecastConfig:
         from engine.errors import ConfigError
 
         raise ConfigError("the forecast task needs a [data] table with path = <folder of Prophet Arena CSV files>")
-    return from_dict(ForecastConfig, sections, "forecast")
+    cfg = from_dict(ForecastConfig, sections, "forecast")
+    check_files(cfg.prompts, "forecast")
+    return cfg

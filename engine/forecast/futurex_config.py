@@ -27,7 +27,7 @@ from engine.forecast.agent import AgentConfig
 from engine.forecast.config import RunConfig, SubagentConfig
 from engine.forecast.evolution import EvolutionConfig
 from engine.forecast.sandbox import SandboxLimits
-from engine.templates import PromptsConfig
+from engine.templates import PromptsConfig, check_files
 
 EXAMPLE = "example"  # data.path / data.documents value naming the files shipped in engine/data
 
@@ -82,4 +82,6 @@ def load_futurex_config(config: dict) -> FutureXConfig:
     if "data" not in sections:
         raise ConfigError("the futurex task needs a [data] table with path = <FutureX JSON/JSONL file> "
                           "(or path = \"example\" for the shipped format example)")
-    return from_dict(FutureXConfig, sections, "futurex")
+    cfg = from_dict(FutureXConfig, sections, "futurex")
+    check_files(cfg.prompts, "forecast")
+    return cfg

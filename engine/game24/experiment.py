@@ -41,7 +41,7 @@ from engine.game24.methods import (
 )
 from engine.game24.tot import PuzzleTask, ToTConfig
 from engine.rounds import Episode
-from engine.templates import PromptsConfig
+from engine.templates import PromptsConfig, check_files
 
 TOP_KEYS = ("task", "title", "methods", "seeds", "protocol", "tot", "toe", "llm", "embed", "cluster", "report",
             "prompts") + BASELINE_NAMES
@@ -122,12 +122,14 @@ def parse_config(config: Mapping[str, Any]) -> Game24Experiment:
     title = config.get("title", Game24Experiment.title)
     if not isinstance(title, str):
         raise ConfigError(f"title must be a string, got {title!r}")
+    prompts = from_dict(PromptsConfig, config.get("prompts"), "prompts")
+    check_files(prompts, "game24")
     return Game24Experiment(
         methods=tuple(methods), seeds=tuple(seeds),
         protocol=from_dict(ProtocolConfig, config.get("protocol"), "protocol"),
         tot=from_dict(ToTConfig, config.get("tot"), "tot"),
         report=from_dict(ReportConfig, config.get("report"), "report"),
-        prompts=from_dict(PromptsConfig, config.get("prompts"), "prompts"),
+        prompts=prompts,
         title=title,
     )
 

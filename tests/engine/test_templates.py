@@ -267,3 +267,20 @@ def test_set_override_reaches_the_prompts_table(tmp_path):
     f.write_text("value = '{{ numbers }}'\n")
     exp = parse_config(apply_overrides({"task": "game24"}, [f"prompts.file={f}"]))
     assert exp.prompts.file == str(f)
+
+
+def test_config_parsing_checks_the_template_files(tmp_path):
+    """A bad file is refused when the config is parsed (so ``toe run --dry-run`` refuses it too)."""
+    from engine.finance.config import load_finance_config
+    from engine.game24.experiment import parse_config
+
+    bad = _write(tmp_path, "predict = '''{{ industry }} {{ date }}'''\n", "bad_finance.toml")
+    with pytest.raises(ConfigError, match=r"bad_finance\.toml.*prompt 'predict' lacks required placeholder\(s\) "
+                                          r"\['experiences', 'horizons', 'memories', 'news', 'sentiment_example'\]"):
+        load_finance_config({"prompts": {"file": str(bad)}})
+    bad_b = _write(tmp_path, "reme_success = '''{{ task }} {{ attempt }} {{ outcome }}'''\n", "bad_b.toml")
+    with pytest.raises(ConfigError, match=r"prompt 'reme_success' uses unknown placeholder\(s\) \['outcome'\]"):
+        parse_config({"task": "game24", "prompts": {"baselines": str(bad_b)}})
+    good = _write(tmp_path, "rerank = '''" + templates.load("finance").sources["rerank"] + "'''\n", "ok.toml")
+    assert load_finance_config({"prompts": {"file": str(good)}}).prompts.file == str(good)
+    assert templates.active("finance").path == ""  # parsing checks, it does not activate
