@@ -43,6 +43,7 @@ from engine.baselines.common import (
 )
 from engine.baselines.store import TEXT, MemoryTable, TableView
 from engine.config import check
+from engine.baselines import prompts as baseline_prompts
 from engine.llm.base import LLMBackend, Request
 
 COLUMNS = {"problem": TEXT, "solution": TEXT, "correct": "bool", "reflection": TEXT, "failure_reason": TEXT, "source": TEXT}
@@ -65,23 +66,8 @@ class FlexConfig:
         check(0.0 <= self.temperature <= 5.0, f"flex.temperature must be in [0, 5], got {self.temperature}")
 
 
-SUCCESS_REFLECTION = """Analyze why this solution was correct:
-
-Problem: {problem}
-
-Solution: {solution}
-
-Provide a brief reflection on what techniques made this solution work:"""
-
-FAILURE_REFLECTION = """Analyze why this solution failed:
-
-Problem: {problem}
-
-Your solution: {solution}
-
-Correct solution: {ground_truth}
-
-Identify the key mistake or misconception:"""
+# The two reflection prompts live in engine/prompts/baselines.toml (flex_success_reflection,
+# flex_failure_reflection); engine.baselines.prompts renders them.
 
 
 def rule_reflection(is_correct: bool) -> str:
@@ -201,9 +187,10 @@ class FlexReader:
         for o in outcomes:
             solution = recorded_attempt(o)
             if o.success:
-                prompt = SUCCESS_REFLECTION.format(problem=o.task, solution=solution)
+                prompt = baseline_prompts.render("flex_success_reflection", problem=o.task, solution=solution)
             else:
-                prompt = FAILURE_REFLECTION.format(problem=o.task, solution=solution, ground_truth="(not available)")
+                prompt = baseline_prompts.render("flex_failure_reflection", problem=o.task, solution=solution,
+                                                 ground_truth="(not available)")
             out.append(
                 [Request(prompt=prompt, max_tokens=cfg.max_tokens, temperature=cfg.temperature,
                          seed=derive_seed(o.seed, "flex", "reflection"), episode=o.key)]

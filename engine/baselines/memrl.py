@@ -45,6 +45,7 @@ from engine.baselines.common import (
 )
 from engine.baselines.store import TEXT, MemoryTable, TableView
 from engine.config import check
+from engine.baselines import prompts as baseline_prompts
 from engine.llm.base import LLMBackend, Request
 
 COLUMNS = {"intent": TEXT, "experience": TEXT, "q": "f8", "visits": "i8", "source": TEXT}
@@ -97,17 +98,6 @@ def rank_candidates(
     score = weight_sim * zscore(sim) + weight_q * np.clip(zscore(q), -z_clip, z_clip)
     order = np.lexsort((np.arange(score.shape[0]), -score))
     return order.astype(np.int64), score
-
-
-PROCEDURE_PROMPT = """Summarise an agent's attempt at a task into a short reusable procedure for similar tasks.
-Task: {task}
-Outcome: {outcome}
-Trajectory:
-{trajectory}
-
-Write the procedure in at most five short lines. If the attempt failed, say what to avoid.
-Procedure:
-"""
 
 
 def rule_experience(outcome: Outcome) -> str:
@@ -207,7 +197,8 @@ class MemRLReader:
         out = []
         for o in outcomes:
             attempt = (o.successes or list(o.attempts) or [None])[0]
-            prompt = PROCEDURE_PROMPT.format(
+            prompt = baseline_prompts.render(
+                "memrl_procedure",
                 task=o.task,
                 outcome="success" if o.success else "failure",
                 trajectory=attempt.text if attempt is not None else "(no attempt)",

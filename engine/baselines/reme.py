@@ -47,6 +47,7 @@ from engine.baselines.common import (
 from engine.baselines.store import TEXT, MemoryTable, TableView
 from engine.config import check
 from engine.errors import InputError
+from engine.baselines import prompts as baseline_prompts
 from engine.llm.base import LLMBackend, Request
 
 # The row embedding is the when_to_use vector; the content vector lives in a second table with the same ids.
@@ -84,38 +85,6 @@ def prune_mask(freq: np.ndarray, utility: np.ndarray, freq_threshold: int, utili
     freq = np.asarray(freq, dtype=np.float64)
     ratio = np.divide(np.asarray(utility, dtype=np.float64), freq, out=np.ones_like(freq), where=freq > 0)
     return (freq >= freq_threshold) & (ratio < utility_threshold)
-
-
-_JSON_SPEC = (
-    'Answer with a JSON list of 1-2 objects: [{{"when_to_use": "the situations where this applies", '
-    '"experience": "the reusable lesson"}}]'
-)
-SUCCESS_PROMPT = """You extract reusable task memory from a SUCCESSFUL attempt.
-Identify the steps and decisions that made it work, framed as a principle for similar tasks.
-
-Task: {task}
-Successful attempt:
-{attempt}
-
-""" + _JSON_SPEC + "\n"
-FAILURE_PROMPT = """You extract reusable task memory from a FAILED attempt.
-Identify the mistake or weak decision and how to avoid it in similar tasks.
-
-Task: {task}
-Failed attempt:
-{attempt}
-
-""" + _JSON_SPEC + "\n"
-COMPARATIVE_PROMPT = """You compare a successful and a failed attempt at the same task.
-Identify the decision that made the difference, framed as a rule for similar tasks.
-
-Task: {task}
-Successful attempt:
-{success}
-Failed attempt:
-{failure}
-
-""" + _JSON_SPEC + "\n"
 
 
 def extraction_jobs(outcome: Outcome, comparative: bool) -> list[tuple[str, dict]]:
@@ -258,10 +227,9 @@ class ReMeReader:
             reqs = []
             if mode == "llm":
                 for kind, fields in extraction_jobs(o, cfg.comparative):
-                    template = {"success": SUCCESS_PROMPT, "failure": FAILURE_PROMPT, "comparative": COMPARATIVE_PROMPT}[kind]
                     reqs.append(
                         Request(
-                            prompt=template.format(**fields), max_tokens=cfg.max_tokens, temperature=cfg.temperature,
+                            prompt=baseline_prompts.render(f"reme_{kind}", **fields), max_tokens=cfg.max_tokens, temperature=cfg.temperature,
                             seed=derive_seed(o.seed, "reme", kind), episode=o.key,
                         )
                     )

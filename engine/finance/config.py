@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Mapping
 
 from engine.config import check, from_dict
+from engine.templates import PromptsConfig, check_files
 from engine.errors import ConfigError
 from engine.finance.simulated import SimulatedFinanceParams
 from engine.finance.synthetic import SyntheticConfig
@@ -117,6 +118,7 @@ class FinanceConfig:
     memory: MemoryConfig = field(default_factory=MemoryConfig)
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
     simulated_finance: SimulatedFinanceParams = field(default_factory=SimulatedFinanceParams)
+    prompts: PromptsConfig = field(default_factory=PromptsConfig)  # the user's template files (docs/prompts.md)
     plots: bool = True
 
     def __post_init__(self):
@@ -134,4 +136,6 @@ def load_finance_config(data: Mapping[str, Any]) -> FinanceConfig:
     if not isinstance(data, Mapping):
         raise ConfigError(f"config must be a table, got {type(data).__name__}")
     own = {k: v for k, v in data.items() if k not in ENGINE_TABLES}
-    return from_dict(FinanceConfig, own, "")
+    cfg = from_dict(FinanceConfig, own, "")
+    check_files(cfg.prompts, "finance")
+    return cfg

@@ -121,7 +121,13 @@ def run(config: dict, options) -> int:
             f"task 'finance' runs day by day in one process (each day's merges need the LLM before the next "
             f"day); --executor must be 'local', got {options.executor!r}")
     cfg = load_finance_config(config)
-    load_llm_config(config.get("llm"))  # validate before any work
+    llm_cfg = load_llm_config(config.get("llm"))  # validate before any work
+    import engine.baselines.prompts  # noqa: F401  (registers the baselines' prompts)
+    from engine import templates
+    from engine.finance import prompts as _prompts  # noqa: F401  (registers the finance prompts)
+
+    prompt_sets, prompts_warning = templates.activate_for_run(
+        [("finance", cfg.prompts.file), ("baselines", cfg.prompts.baselines)], llm_cfg)
     embedder = embedder_from_table(config.get("embed"))
     market = build_market(cfg)
     days = evaluation_days(market, cfg)
@@ -196,6 +202,8 @@ def run(config: dict, options) -> int:
         "exploitation_start": str(market.dates[days[days.size // 3]]), "last_day": str(market.dates[days[-1]]),
         "horizons": list(market.horizons), "records": records, "reliability_truth": truth_corr,
         "usage": usage, "wall_s": time.perf_counter() - t_start,
+        "prompts": templates.summary_entry(prompt_sets),
+        **({"prompts_warning": prompts_warning} if prompts_warning else {}),
         "config": {k: v for k, v in to_dict(cfg).items()},
     }
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=_json_default))

@@ -11,6 +11,10 @@ RERANK (select analysis directions, or propose at most one new one), MERGE
 (near-duplicate sibling directions), PREDICT (the shared prediction prompt,
 with or without experience), SENTIMENT (Baseline's per-news {-1, 0, 1}),
 UPDATE (the LLM-based reliability updater, ToE eq. (10)).
+
+The prompts' text lives in ``engine/prompts/finance.toml`` (Jinja2 templates,
+see :mod:`engine.templates` and docs/prompts.md); ``[prompts] file`` in a
+finance config points a run at its own file.
 """
 
 from __future__ import annotations
@@ -21,56 +25,40 @@ import re
 from dataclasses import dataclass
 from typing import Sequence
 
-HEADER = "### TASK: {kind}"
+from engine import templates
+
+HEADER = "### TASK: {kind}"  # each template's first line; the simulated policy recognises prompts by it
+
+# The prompts' text lives in engine/prompts/finance.toml (engine.templates); these are the placeholders each
+# one takes. The functions below keep their signatures, prepare the list-valued placeholders and render.
+TEMPLATE_SET = "finance"
+PLACEHOLDERS: dict[str, set[str]] = {
+    "route": {"industry", "factors", "title", "content"},
+    "rerank": {"industry", "factor", "title", "content", "candidates"},
+    "merge": {"industry", "factor", "existing", "new"},
+    "predict": {"industry", "date", "horizons", "news", "experiences", "memories", "sentiment_example"},
+    "sentiment": {"industry", "title", "content"},
+    "update": {"industry", "date", "horizon", "prediction", "realised", "r_env", "experiences"},
+}
+templates.register(TEMPLATE_SET, PLACEHOLDERS)
 
 
-def _news_block(title: str, content: str) -> str:
-    return f"News title: {title}\nNews content: {content}"
+def _render(prompt: str, **values) -> str:
+    return templates.active(TEMPLATE_SET).render(prompt, **values)
 
 
 def route_prompt(industry: str, factors: Sequence[str], title: str, content: str) -> str:
-    return "\n".join([
-        HEADER.format(kind="ROUTE"),
-        "You route a financial news item to the analytical factor through which it affects an industry index.",
-        f"Industry: {industry}",
-        f"Known factors: {'; '.join(factors)}",
-        _news_block(title, content),
-        f"Choose the single factor that best characterises the channel of influence on {industry}. "
-        "Name a new factor only if none of the known ones fits.",
-        'Answer with JSON only: {"industry": "' + industry + '", "factor": "<factor>"}',
-    ])
+    return _render("route", industry=industry, factors="; ".join(factors), title=title, content=content)
 
 
 def rerank_prompt(industry: str, factor: str, title: str, content: str,
                   candidates: Sequence[tuple[int, str]]) -> str:
-    lines = [
-        HEADER.format(kind="RERANK"),
-        "You select historical analysis directions that apply to a news item (ToE reranking and adaptive expansion).",
-        f"Reasoning path so far: {industry} > {factor}",
-        _news_block(title, content),
-        "Candidate analysis directions (id: text):",
-    ]
-    lines += [f"[{eid}] {text}" for eid, text in candidates] or ["(none yet)"]
-    lines += [
-        "Select the candidates that are relevant to this news and consistent with the path, most relevant first; "
-        "discard irrelevant, redundant or incompatible ones.",
-        "If no candidate applies, propose at most ONE new analysis direction: a short, general analytical "
-        "perspective under the factor that can be reused for other news, not a restatement of this news.",
-        'Answer with JSON only: {"selected": [<ids>], "new_direction": null or "<text>"}',
-    ]
-    return "\n".join(lines)
+    lines = "\n".join(f"[{eid}] {text}" for eid, text in candidates) or "(none yet)"
+    return _render("rerank", industry=industry, factor=factor, title=title, content=content, candidates=lines)
 
 
 def merge_prompt(industry: str, factor: str, existing: str, new: str) -> str:
-    return "\n".join([
-        HEADER.format(kind="MERGE"),
-        "Two sibling analysis directions sit under the same path. Decide whether they express the same "
-        "analytical perspective (merge) or genuinely different ones (keep both).",
-        f"Path: {industry} > {factor}",
-        f"Existing direction: {existing}",
-        f"New direction: {new}",
-        'Answer with JSON only: {"merge": true or false, "text": "<the merged direction text>"}',
-    ])
+    return _render("merge", industry=industry, factor=factor, existing=existing, new=new)
 
 
 @dataclass(frozen=True)
@@ -91,63 +79,26 @@ class ExperienceLine:
 def predict_prompt(industry: str, date: str, horizons: Sequence[int], news: Sequence[NewsLine],
                    experiences: Sequence[ExperienceLine] = (), memories: Sequence[str] = ()) -> str:
     """The shared prediction prompt (ToE eq. (6)); experience-free when both lists are empty."""
-    lines = [
-        HEADER.format(kind="PREDICT"),
-        "You are a financial analyst predicting the excess return of an industry index over the benchmark.",
-        f"Target industry: {industry}",
-        f"Prediction date: {date}",
-        f"Horizons (trading days): {', '.join(str(h) for h in horizons)}",
-        "News from T-4 to T with importance >= 8:",
-    ]
-    for k, n in enumerate(news, 1):
-        lines.append(f"[{k}] ({n.day}, importance {n.importance:g}) {n.title}. {n.content}")
-    if experiences:
-        lines.append("Experience paths selected for the news (reliability per horizon: 1 = neutral prior, "
-                     "range 0 to 2, higher = historically more reliable, lower = historically misleading):")
-        for e in experiences:
-            rel = ", ".join(f"{h}d={q:.2f}" for h, q in zip(horizons, e.reliability))
-            lines.append(f"[news {e.news}] {e.path[0]} > {e.path[1]} > {e.path[2]} | reliability {rel}")
-    if memories:
-        lines.append("Retrieved memories of past predictions:")
-        lines += [f"- {m}" for m in memories]
-    example = ", ".join(f'"{h}": <s>' for h in horizons)
-    lines += [
-        "Reason about the news (and the experience, weighting it by its reliability), then give a sentiment "
-        "score per horizon in [-1, 1] (positive = the industry beats the benchmark) and a confidence in [0, 1].",
-        'Answer with JSON only: {"reasoning": "<text>", "key_factor": "<text>", "sentiment": {' + example
-        + '}, "confidence": <c>}',
-    ]
-    return "\n".join(lines)
+    news_lines = "\n".join(f"[{k}] ({n.day}, importance {n.importance:g}) {n.title}. {n.content}"
+                           for k, n in enumerate(news, 1))
+    exp_lines = "\n".join(
+        f"[news {e.news}] {e.path[0]} > {e.path[1]} > {e.path[2]} | reliability "
+        + ", ".join(f"{h}d={q:.2f}" for h, q in zip(horizons, e.reliability))
+        for e in experiences)
+    return _render("predict", industry=industry, date=date, horizons=", ".join(str(h) for h in horizons),
+                   news=news_lines, experiences=exp_lines, memories="\n".join(f"- {m}" for m in memories),
+                   sentiment_example=", ".join(f'"{h}": <s>' for h in horizons))
 
 
 def sentiment_prompt(industry: str, title: str, content: str) -> str:
-    return "\n".join([
-        HEADER.format(kind="SENTIMENT"),
-        f"Industry: {industry}",
-        _news_block(title, content),
-        "Classify the sentiment of this news for the industry index: -1 negative, 0 neutral, 1 positive.",
-        'Answer with JSON only: {"sentiment": -1 or 0 or 1}',
-    ])
+    return _render("sentiment", industry=industry, title=title, content=content)
 
 
 def update_prompt(industry: str, date: str, horizon: int, prediction: float, realised: float,
                   r_env: float, experiences: Sequence[tuple[int, tuple[str, str, str], float]]) -> str:
-    lines = [
-        HEADER.format(kind="UPDATE"),
-        "You update the reliability of analysis experiences from delayed market feedback (ToE LLM-based updater).",
-        f"Industry: {industry}; prediction date: {date}; horizon: {horizon} trading days",
-        f"Predicted sentiment: {prediction:+.3f}",
-        f"Realised excess return: {realised * 100:+.2f}%",
-        f"Feedback r_env = prediction x return = {r_env:+.5f}",
-        "Experiences used (eid: path | current reliability at this horizon):",
-    ]
-    lines += [f"[{eid}] {p[0]} > {p[1]} > {p[2]} | {q:.3f}" for eid, p, q in experiences]
-    lines += [
-        "Rules: reliability lies in [0, 2] and 1 is neutral; raise experiences whose reading agreed with the "
-        "outcome and lower those that disagreed, by at most 0.3 each; leave unrelated ones unchanged.",
-        'Answer with JSON only: {"updates": [{"eid": <id>, "reliability": <new value>}]}',
-    ]
-    return "\n".join(lines)
+    lines = "\n".join(f"[{eid}] {p[0]} > {p[1]} > {p[2]} | {q:.3f}" for eid, p, q in experiences)
+    return _render("update", industry=industry, date=date, horizon=horizon, prediction=prediction,
+                   realised=realised, r_env=r_env, experiences=lines)
 
 
 # ----------------------------------------------------------------------------- parsing

@@ -262,7 +262,7 @@ class ForecastAgent:
             if not eps:
                 break
             for ep in eps:
-                ep.messages.append({"role": "user", "content": prompts.REPAIR.format(problem=ep.problem)})
+                ep.messages.append({"role": "user", "content": prompts.repair_prompt(ep.problem)})
             for ep, text in zip(eps, self._generate(eps, turn + 1 + r, answer=True)):
                 ep.messages.append({"role": "assistant", "content": text})
                 ep.raw_answer = text

@@ -24,6 +24,7 @@ from engine.forecast.agent import MODES, AgentConfig
 from engine.forecast.evolution import EvolutionConfig
 from engine.forecast.evidence_memory import MemoryBaselinesConfig
 from engine.forecast.sandbox import SandboxLimits
+from engine.templates import PromptsConfig, check_files
 
 # foredreamer / full_text / rag, then the memory baselines applied to the retrieved evidence
 # (engine.forecast.memory_baselines; rows "Mem0 (evidence)", "MemRL (evidence)", "ReMe (evidence)", "FLEX (evidence)")
@@ -89,14 +90,17 @@ class ForecastConfig:
     sandbox: SandboxLimits = field(default_factory=SandboxLimits)
     evolution: EvolutionConfig = field(default_factory=EvolutionConfig)
     memory_baselines: MemoryBaselinesConfig = field(default_factory=MemoryBaselinesConfig)
+    prompts: PromptsConfig = field(default_factory=PromptsConfig)  # the user's template files (docs/prompts.md)
 
 
 def load_forecast_config(config: dict) -> ForecastConfig:
     """Validate the forecast sections of a whole config dict (``task``, ``title``, ``llm``, ``embed`` are read elsewhere)."""
     sections = {k: config[k] for k in ("data", "run", "agent", "subagent", "sandbox", "evolution",
-                                            "memory_baselines") if k in config}
+                                            "memory_baselines", "prompts") if k in config}
     if "data" not in sections:
         from engine.errors import ConfigError
 
         raise ConfigError("the forecast task needs a [data] table with path = <folder of Prophet Arena CSV files>")
-    return from_dict(ForecastConfig, sections, "forecast")
+    cfg = from_dict(ForecastConfig, sections, "forecast")
+    check_files(cfg.prompts, "forecast")
+    return cfg

@@ -36,7 +36,8 @@ from engine.forecast.evidence_memory import ROW_NAMES
 from engine.forecast.memory_baselines import MemoryBaselineRunner
 from engine.forecast.memtools import ProceduralStore
 from engine.forecast.metrics import Row, format_table, reference_rows, score
-from engine.forecast.run_support import RunProgress, RunWorkspace, close_llm, heading, make_llm, model_tag, write_outputs
+from engine.forecast.run_support import (RunProgress, RunWorkspace, close_llm, heading, make_llm, model_tag,
+                                         use_prompts, write_outputs)
 from engine.forecast.sandbox import preflight
 from engine.forecast.search import corpus_from_questions
 from engine.forecast.seed_tools import DEFAULT_GUIDE, seed_tool_sources
@@ -54,6 +55,7 @@ def _data_path(cfg: ForecastConfig) -> Path:
 
 def run(config: dict, options) -> int:
     cfg = load_forecast_config(config)
+    prompts_entry, prompts_warning = use_prompts(cfg.prompts, config)
     path = _data_path(cfg)
     all_questions = load_prophet_arena(path)
     questions = load_prophet_arena(path, cfg.data.categories) if cfg.data.categories else all_questions
@@ -76,7 +78,10 @@ def run(config: dict, options) -> int:
     rows: list[Row] = []
     summary = {"config": config, "n_questions": len(all_questions), "splits": {
         s.category: {"evo": [q.qid for q in s.evo], "eval": [q.qid for q in s.eval]} for s in splits},
-        "reference_all": [to_dict(r) for r in ref_all]}
+        "reference_all": [to_dict(r) for r in ref_all], "prompts": prompts_entry}
+    if prompts_warning:
+        summary["prompts_warning"] = prompts_warning
+        lines += ["", f"Warning: {prompts_warning}."]
     if not evaluated:
         lines += ["", "No held-out evaluation questions in the selected categories (every question is in the "
                   "evolution pool); model rows skipped."]

@@ -27,6 +27,7 @@ from engine.forecast.agent import AgentConfig
 from engine.forecast.config import RunConfig, SubagentConfig
 from engine.forecast.evolution import EvolutionConfig
 from engine.forecast.sandbox import SandboxLimits
+from engine.templates import PromptsConfig, check_files
 
 EXAMPLE = "example"  # data.path / data.documents value naming the files shipped in engine/data
 
@@ -63,6 +64,7 @@ class FutureXConfig:
     subagent: SubagentConfig = field(default_factory=SubagentConfig)
     sandbox: SandboxLimits = field(default_factory=SandboxLimits)
     evolution: EvolutionConfig = field(default_factory=EvolutionConfig)
+    prompts: PromptsConfig = field(default_factory=PromptsConfig)  # the user's template files (docs/prompts.md)
 
 
 def load_memory_baselines_config(config: dict):
@@ -75,8 +77,11 @@ def load_memory_baselines_config(config: dict):
 
 def load_futurex_config(config: dict) -> FutureXConfig:
     """Validate the FutureX sections of a whole config dict (``task``, ``title``, ``llm``, ``embed`` are read elsewhere)."""
-    sections = {k: config[k] for k in ("data", "run", "agent", "subagent", "sandbox", "evolution") if k in config}
+    sections = {k: config[k] for k in ("data", "run", "agent", "subagent", "sandbox", "evolution", "prompts")
+                if k in config}
     if "data" not in sections:
         raise ConfigError("the futurex task needs a [data] table with path = <FutureX JSON/JSONL file> "
                           "(or path = \"example\" for the shipped format example)")
-    return from_dict(FutureXConfig, sections, "futurex")
+    cfg = from_dict(FutureXConfig, sections, "futurex")
+    check_files(cfg.prompts, "forecast")
+    return cfg

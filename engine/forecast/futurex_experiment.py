@@ -50,7 +50,8 @@ from engine.forecast.futurex_corpus import FutureXCorpus, load_futurex_documents
 from engine.forecast.futurex_metrics import AccuracyRow, accuracy_row, format_accuracy_table, reference_rows
 from engine.forecast.futurex_tasks import EXAMPLE_DOCS, EXAMPLE_ITEMS, futurex_split, is_correct, load_futurex_tasks
 from engine.forecast.memtools import ProceduralStore
-from engine.forecast.run_support import RunProgress, RunWorkspace, close_llm, heading, make_llm, model_tag, write_outputs
+from engine.forecast.run_support import (RunProgress, RunWorkspace, close_llm, heading, make_llm, model_tag,
+                                         use_prompts, write_outputs)
 from engine.forecast.search import SearchProvider, SearchResult
 from engine.forecast.seed_tools import DEFAULT_GUIDE, seed_tool_sources
 
@@ -171,6 +172,7 @@ NAMES = {"foredreamer": "ForeDreamer (seed guide, empty bank)", "full_text": "Fu
 
 def run(config: dict, options) -> int:
     cfg: FutureXConfig = load_futurex_config(config)
+    prompts_entry, prompts_warning = use_prompts(cfg.prompts, config)
     mb_cfg = (load_memory_baselines_config(config)
               if ("memory_baselines" in config or any(m in MEMORY_MODES for m in cfg.run.methods)) else None)
     items_path = _resolve(cfg.data.path, "data.path", EXAMPLE_ITEMS)
@@ -196,7 +198,11 @@ def run(config: dict, options) -> int:
               format_accuracy_table(ref_all)]
     summary: dict = {"config": config, "n_items": len(tasks), "split": {"evo": [t.qid for t in evo],
                                                                         "eval": [t.qid for t in ev]},
-                     "evaluated": [t.qid for t in evaluated], "reference_all": [to_dict(r) for r in ref_all]}
+                     "evaluated": [t.qid for t in evaluated], "reference_all": [to_dict(r) for r in ref_all],
+                     "prompts": prompts_entry}
+    if prompts_warning:
+        summary["prompts_warning"] = prompts_warning
+        lines += ["", f"Warning: {prompts_warning}."]
     tool_methods = {"foredreamer", "market_informed"} & set(cfg.run.methods)
     if tool_methods:  # MemTools run: the sandbox must work before any LLM call
         from engine.forecast.sandbox import preflight

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping
 
-PROPHET_ARENA_KEYS = ("data", "run", "agent", "subagent", "sandbox", "evolution", "memory_baselines")
+PROPHET_ARENA_KEYS = ("data", "run", "agent", "subagent", "sandbox", "evolution", "memory_baselines", "prompts")
 FUTUREX_KEYS = PROPHET_ARENA_KEYS
 
 

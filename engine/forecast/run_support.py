@@ -22,6 +22,21 @@ def make_llm(config: dict):
     return llm, llm.answered_by[0] == "simulated"  # a replay of a simulated trace is simulated
 
 
+def use_prompts(prompts_cfg, config: dict) -> tuple[dict, str | None]:
+    """Check and activate the run's prompt templates (``[prompts]``); ``(summary entry, warning or None)``.
+
+    The warning says that custom templates meet the simulated forecasting policy, which reads the
+    shipped wording (engine/forecast/simulated.py).
+    """
+    import engine.baselines.prompts  # noqa: F401  (registers the baselines' prompts)
+    import engine.forecast.prompts  # noqa: F401  (registers the set)
+    from engine import templates
+
+    sets, warning = templates.activate_for_run(
+        [("forecast", prompts_cfg.file), ("baselines", prompts_cfg.baselines)], load_llm_config(config.get("llm")))
+    return templates.summary_entry(sets), warning
+
+
 def model_tag(llm, simulated: bool) -> str:
     """The suffix every model row carries: ``[simulated]`` or ``[backend:model]`` of what answered
     (a replay: the backend that recorded the trace)."""

@@ -9,7 +9,8 @@ warm-up: it cannot change them, and an episode's seed comes from (run seed,
 puzzle identity, phase), not its position, so their figures are identical either way.
 
 Config keys (see configs/game24.toml): ``task``, ``methods``, ``seeds``,
-``[protocol]``, ``[tot]``, ``[toe]``, ``[llm]``, ``[embed]``, ``[report]``, and
+``[protocol]``, ``[tot]``, ``[toe]``, ``[llm]``, ``[embed]``, ``[report]``,
+``[prompts]`` (the user's own template files, docs/prompts.md), and
 one table per baseline (``[mem0]``, ``[memrl]``, ``[reme]``, ``[flex]``).
 
 Outputs in the run folder: ``episodes.parquet`` (one row per episode, every
@@ -40,8 +41,10 @@ from engine.game24.methods import (
 )
 from engine.game24.tot import PuzzleTask, ToTConfig
 from engine.rounds import Episode
+from engine.templates import PromptsConfig, check_files
 
-TOP_KEYS = ("task", "title", "methods", "seeds", "protocol", "tot", "toe", "llm", "embed", "cluster", "report") + BASELINE_NAMES
+TOP_KEYS = ("task", "title", "methods", "seeds", "protocol", "tot", "toe", "llm", "embed", "cluster", "report",
+            "prompts") + BASELINE_NAMES
 
 
 @dataclass(frozen=True)
@@ -95,6 +98,7 @@ class Game24Experiment:
     protocol: ProtocolConfig
     tot: ToTConfig
     report: ReportConfig
+    prompts: PromptsConfig = PromptsConfig()
     title: str = "Game of 24, ToT test split (ranks 901-1000)"
 
 
@@ -118,11 +122,14 @@ def parse_config(config: Mapping[str, Any]) -> Game24Experiment:
     title = config.get("title", Game24Experiment.title)
     if not isinstance(title, str):
         raise ConfigError(f"title must be a string, got {title!r}")
+    prompts = from_dict(PromptsConfig, config.get("prompts"), "prompts")
+    check_files(prompts, "game24")
     return Game24Experiment(
         methods=tuple(methods), seeds=tuple(seeds),
         protocol=from_dict(ProtocolConfig, config.get("protocol"), "protocol"),
         tot=from_dict(ToTConfig, config.get("tot"), "tot"),
         report=from_dict(ReportConfig, config.get("report"), "report"),
+        prompts=prompts,
         title=title,
     )
 
@@ -207,11 +214,13 @@ def _executor(options):
 def run(config: dict, options) -> int:
     """Run every method on the stream for every seed; write the run folder; print the table."""
     from engine.executor import progress_bar
+    from engine import templates
     from engine.game24 import metrics, report
     from engine.llm.config import load_llm_config
 
     exp = parse_config(config)
     llm_cfg = load_llm_config(config)
+    prompt_sets, prompts_warning = use_prompts(exp.prompts, llm_cfg, options)
     embed_table = config.get("embed")
     embedder = None
     if any(m in BASELINE_NAMES for m in exp.methods):
@@ -273,10 +282,14 @@ def run(config: dict, options) -> int:
         "warmup_puzzles": len(warm), "test_puzzles": len(test),
         "protocol": to_dict(exp.protocol), "tot": to_dict(exp.tot),
         "executor": getattr(options, "executor", "local"), "wall_s": wall,
+        "prompts": templates.summary_entry(prompt_sets),
     }
+    if prompts_warning:
+        meta["prompts_warning"] = prompts_warning
     report.write_episodes(records, out / "episodes.parquet")
     report.write_summary(summary, out / "summary.json", meta)
-    table = report.markdown_table(summary, backend, model, heading(exp.protocol, len(test)), notes=_notes(exp))
+    notes = _notes(exp) + ([f"Warning: {prompts_warning}."] if prompts_warning else [])
+    table = report.markdown_table(summary, backend, model, heading(exp.protocol, len(test)), notes=notes)
     (out / "table.md").write_text(table)
     if exp.report.plots:
         report.plot_accuracy_vs_calls(summary, out / "accuracy_vs_calls.png", backend)
@@ -286,6 +299,18 @@ def run(config: dict, options) -> int:
     print(f"results: {out}/ (episodes.parquet, summary.json, table.md"
           + (", accuracy_vs_calls.png, learning_curve.png)" if exp.report.plots else ")"))
     return 0
+
+
+def use_prompts(cfg: PromptsConfig, llm_cfg, options) -> tuple[list, str | None]:
+    """Load, check and activate the run's prompt templates; a warning when custom ones meet the simulated policy."""
+    from engine import templates
+    import engine.baselines.prompts  # noqa: F401  (registers the baselines' prompts)
+    import engine.game24.prompts  # noqa: F401
+
+    if (cfg.file or cfg.baselines) and getattr(options, "executor", "local") != "local":
+        raise ConfigError("prompts.file / prompts.baselines: custom templates are activated in this process "
+                          f"and need the local executor, got executor {getattr(options, 'executor', None)!r}")
+    return templates.activate_for_run([("game24", cfg.file), ("baselines", cfg.baselines)], llm_cfg)
 
 
 def _notes(exp: Game24Experiment) -> list[str]:

@@ -1,5 +1,9 @@
 """Tree-of-Thoughts prompts for the Game of 24, in ToT's text format (our own wording).
 
+The text of every prompt lives in ``engine/prompts/game24.toml`` (a Jinja2
+template per prompt, see :mod:`engine.templates` and docs/prompts.md); the
+functions here prepare the placeholders and render the active templates.
+
 The format follows Yao et al. (2023), "Tree of Thoughts", Game of 24 setup:
 
 * **propose** (one-shot): ``Input: a b c d`` then ``Possible next steps:``; the
@@ -28,6 +32,8 @@ import re
 from functools import lru_cache
 from fractions import Fraction
 from typing import Iterable, Sequence
+
+from engine import templates
 
 __all__ = [
     "VALUE_MAP",
@@ -60,120 +66,27 @@ ANSWER_MARK = "Use the numbers and + - * / to reach 24, combining two numbers pe
 
 EXPERIENCE_HEADER = "Experience from earlier puzzles (use it if it helps):"
 
-_PROPOSE_EXAMPLE = """Input: 2 8 8 14
-Possible next steps:
-8 + 14 = 22 (left: 2 8 22)
-14 - 2 = 12 (left: 8 8 12)
-8 / 2 = 4 (left: 4 8 14)
-2 * 8 = 16 (left: 8 14 16)
-14 - 8 = 6 (left: 2 6 8)
-8 - 2 = 6 (left: 6 8 14)
-2 + 8 = 10 (left: 8 10 14)
-8 * 2 = 16 (left: 8 14 16)
-"""
-
-_VALUE_EXAMPLES = """9 15
-9 + 15 = 24
-sure
-13 14
-13 + 14 = 27
-14 - 13 = 1
-13 * 14 = 182
-14 / 13 = 1.08
-impossible
-2 5 7
-5 + 7 = 12
-12 * 2 = 24
-sure
-5 6 9
-9 - 5 = 4
-6 * 4 = 24
-sure
-4 7 9
-4 + 7 + 9 = 20
-9 * 4 - 7 = 29
-(9 - 7) * 4 = 8
-24 is not reached yet, but the numbers are in a workable range
-likely
-2 6 9
-6 + 9 * 2 = 6 + 18 = 24
-sure
-1 2 3
-1 + 2 + 3 = 6
-1 * 2 * 3 = 6
-(1 + 2) * 3 = 9
-all numbers are too small to reach 24
-impossible
-11 11 12
-11 + 11 + 12 = 34
-12 - 11 + 11 = 12
-11 * 11 - 12 = 109
-all numbers are too large and do not combine to 24
-impossible
-3 4 10
-3 * 4 + 10 = 22
-(10 - 4) * 3 = 18
-24 is not reached yet, but 22 and 18 are close
-likely
-"""
-
-_VALUE_LAST_STEP_EXAMPLES = """Input: 2 4 5 9
-Answer: (2 + 4) * (9 - 5) = 24
-Judge:
-sure
-Input: 1 6 7 12
-Answer: 12 + 7 + 6 - 1 = 24
-Judge:
-sure
-Input: 3 3 8 8
-Answer: 8 / (3 - 8 / 3) = 24
-Judge:
-sure
-Input: 2 4 5 9
-Answer: (9 - 5) * 4 + 2 = 18
-Judge:
-impossible
-Input: 1 6 7 12
-Answer: (12 - 6) * (7 - 1) = 36
-Judge:
-impossible
-Input: 3 5 7 13
-Answer: 3 * 7 + 5 - 13 + 11 = 24
-Judge:
-impossible
-"""
-
-_ANSWER_EXAMPLES = """Input: 2 4 5 9
-Steps:
-2 + 4 = 6 (left: 5 6 9)
-9 - 5 = 4 (left: 4 6)
-6 * 4 = 24 (left: 24)
-Answer: (2 + 4) * (9 - 5) = 24
-Input: 1 6 7 12
-Steps:
-12 + 7 = 19 (left: 1 6 19)
-6 - 1 = 5 (left: 5 19)
-19 + 5 = 24 (left: 24)
-Answer: (12 + 7) + (6 - 1) = 24
-Input: 3 5 7 13
-Steps:
-5 * 13 = 65 (left: 3 7 65)
-65 + 7 = 72 (left: 3 72)
-72 / 3 = 24 (left: 24)
-Answer: (5 * 13 + 7) / 3 = 24
-Input: 3 3 8 8
-Steps:
-8 / 3 = 8/3 (left: 3 8 8/3)
-3 - 8/3 = 1/3 (left: 8 1/3)
-8 / 1/3 = 24 (left: 24)
-Answer: 8 / (3 - 8 / 3) = 24
-"""
+# The prompts' text lives in engine/prompts/game24.toml (engine.templates); these are the placeholders
+# each one takes. The functions below keep their signatures and render the active templates.
+TEMPLATE_SET = "game24"
+PLACEHOLDERS: dict[str, set[str]] = {
+    "propose": {"numbers", "experience"},
+    "value": {"numbers"},
+    "value_last_step": {"numbers", "answer"},
+    "answer": {"numbers", "steps", "experience"},
+}
+templates.register(TEMPLATE_SET, PLACEHOLDERS)
 
 
-def _experience_block(experience: str | None) -> str:
+def _render(prompt: str, **values) -> str:
+    return templates.active(TEMPLATE_SET).render(prompt, **values)
+
+
+def _experience_text(experience: str | None) -> str:
+    """The stripped experience block, or "" (the templates add :data:`EXPERIENCE_HEADER` when non-empty)."""
     if experience is None or not str(experience).strip():
         return ""
-    return f"{EXPERIENCE_HEADER}\n{str(experience).strip()}\n\n"
+    return str(experience).strip()
 
 
 def _numbers_line(numbers_text: str | Sequence) -> str:
@@ -193,21 +106,12 @@ def propose_prompt(numbers_text: str | Sequence, experience: str | None = None) 
     The model continues after ``Possible next steps:`` with lines
     ``a op b = c (left: x y z)``. ``experience`` is inserted before the task.
     """
-    numbers = _numbers_line(numbers_text)
-    return (
-        f"{PROPOSE_MARK} List possible next steps, one per line, as "
-        "'a op b = c (left: remaining numbers)'.\n"
-        f"{_PROPOSE_EXAMPLE}\n"
-        f"{_experience_block(experience)}"
-        f"Input: {numbers}\n"
-        "Possible next steps:\n"
-    )
+    return _render("propose", numbers=_numbers_line(numbers_text), experience=_experience_text(experience))
 
 
 def value_prompt(numbers_text: str | Sequence) -> str:
     """ToT value prompt: can these remaining numbers reach 24? Output ends with sure/likely/impossible."""
-    numbers = _numbers_line(numbers_text)
-    return f"{VALUE_MARK}\n{_VALUE_EXAMPLES}{numbers}\n"
+    return _render("value", numbers=_numbers_line(numbers_text))
 
 
 def value_last_step_prompt(input: str | Sequence, answer: str) -> str:
@@ -219,14 +123,7 @@ def value_last_step_prompt(input: str | Sequence, answer: str) -> str:
     answer = str(answer).strip()
     if answer.lower().startswith("answer:"):
         answer = answer[len("answer:"):].strip()
-    return (
-        f"{VALUE_LAST_STEP_MARK} A correct answer uses each input number exactly once, "
-        "no other numbers, and equals 24.\n"
-        f"{_VALUE_LAST_STEP_EXAMPLES}"
-        f"Input: {numbers}\n"
-        f"Answer: {answer}\n"
-        "Judge:\n"
-    )
+    return _render("value_last_step", numbers=numbers, answer=answer)
 
 
 def answer_prompt(input: str | Sequence, steps: str | Iterable[str], experience: str | None = None) -> str:
@@ -238,14 +135,7 @@ def answer_prompt(input: str | Sequence, steps: str | Iterable[str], experience:
     if not isinstance(steps, str):
         steps = "\n".join(str(s).strip() for s in steps)
     steps = "\n".join(line.strip() for line in steps.strip().splitlines() if line.strip())
-    return (
-        f"{ANSWER_MARK} Finish with one line 'Answer: expression = 24'.\n"
-        f"{_ANSWER_EXAMPLES}\n"
-        f"{_experience_block(experience)}"
-        f"Input: {numbers}\n"
-        "Steps:\n"
-        f"{steps}\n"
-    )
+    return _render("answer", numbers=numbers, steps=steps, experience=_experience_text(experience))
 
 
 _VALUE_WORD = re.compile(r"\b(sure|likely|impossible)\b", re.IGNORECASE)

@@ -3,8 +3,6 @@
 import pytest
 
 from engine.baselines.flex import (
-    FAILURE_REFLECTION,
-    SUCCESS_REFLECTION,
     FlexConfig,
     FlexMemory,
     augment,
@@ -82,8 +80,11 @@ def test_llm_reflection_uses_the_seeds_prompts(hashing, make_outcome, scripted):
     outs = [make_outcome("4 9 10 13", ("A", True), key="1"), make_outcome("1 1 1 1", ("B", False), key="2")]
     ups = mem.reader(mem.snapshot()).observe(outs, llm)
     prompts = [r.prompt for r in llm.batches[0]]
-    assert prompts[0] == SUCCESS_REFLECTION.format(problem="4 9 10 13", solution="A")
-    assert prompts[1] == FAILURE_REFLECTION.format(problem="1 1 1 1", solution="B", ground_truth="(not available)")
+    # the seed's two reflection prompts, word for word (engine/prompts/baselines.toml)
+    assert prompts[0] == ("Analyze why this solution was correct:\n\nProblem: 4 9 10 13\n\nSolution: A\n\n"
+                          "Provide a brief reflection on what techniques made this solution work:")
+    assert prompts[1] == ("Analyze why this solution failed:\n\nProblem: 1 1 1 1\n\nYour solution: B\n\n"
+                          "Correct solution: (not available)\n\nIdentify the key mistake or misconception:")
     assert [r.max_tokens for r in llm.batches[0]] == [200, 200]
     assert ups[0]["reflection"].tolist() == ["Pairing to 6 and 4 works."] and ups[0]["source"].tolist() == ["llm"]
     assert ups[1]["reflection"].tolist() == ["Solution logic was flawed"] and ups[1]["source"].tolist() == ["rule-fallback"]
