@@ -28,6 +28,8 @@ RESULTS = ROOT / "docs" / "results"
 RUNS = {
     "game24": ".venv/bin/toe run configs/game24.toml --out runs/game24",
     "finance": ".venv/bin/toe run configs/finance-synthetic.toml --out runs/finance",
+    # its reference rows need no model; the model rows of this run are the simulated harness's
+    "prophet-arena": ".venv/bin/toe run configs/prophet-arena.toml --set llm.backend=\"simulated\" --out runs/pa",
 }
 
 GAME24_NAMES = {"tot": "ToT", "toe": "ToT+ToE", "toe-supply": "ToT+ToE (supply)", "toe-guide": "ToT+ToE (guide)",
@@ -113,7 +115,32 @@ def _finance_metric(metric: str) -> Callable[[dict], list[str]]:
 
 
 # marker name -> (document, run, renderer)
+def prophet_reference(summary: dict) -> list[str]:
+    """README: Brier of the Market and Uniform reference rows per category on every loaded question."""
+    rows = {r["method"]: r for r in summary["reference_all"]}
+    uni, mkt = rows["Uniform (0.5 on every market)"], rows["Market"]
+    lines = ["| Category | Market | Uniform |", "| --- | --- | --- |"]
+    for c in sorted(mkt["brier"]):
+        lines.append(f"| {c} | {mkt['brier'][c]:.4f} | {uni['brier'][c]:.2f} |")
+    avg = lambda d: sum(d.values()) / len(d)  # noqa: E731
+    lines.append(f"| **Average** | **{avg(mkt['brier']):.4f}** | **{avg(uni['brier']):.2f}** |")
+    return lines
+
+
+def prophet_reference_full(summary: dict) -> list[str]:
+    """docs/forecast.md: Brier of the reference rows, one column per category (paper Table 1 layout)."""
+    refs = summary["reference_all"]
+    cats = sorted(refs[0]["brier"])
+    lines = ["| Method | " + " | ".join(cats) + " | Avg. |", "|---" * (len(cats) + 2) + "|"]
+    for r in refs:
+        vals = [r["brier"][c] for c in cats]
+        lines.append(f"| {r['method']} | " + " | ".join(f"{v:.4f}" for v in vals) + f" | {sum(vals) / len(vals):.4f} |")
+    return lines
+
+
 TABLES: dict[str, tuple[str, str, Callable[[dict], list[str]]]] = {
+    "prophet-reference-table": ("README.md", "prophet-arena", prophet_reference),
+    "prophet-reference-full-table": ("docs/forecast.md", "prophet-arena", prophet_reference_full),
     "game24-table": ("README.md", "game24", game24_short),
     "finance-table": ("README.md", "finance", finance_exploitation),
     "game24-full-table": ("docs/game24.md", "game24", game24_full),
