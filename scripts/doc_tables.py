@@ -138,6 +138,9 @@ def prophet_reference_full(summary: dict) -> list[str]:
     return lines
 
 
+# tables of reference rows that no model produced (no [simulated] tag: nothing was simulated)
+NO_MODEL_TABLES = {"prophet-reference-table", "prophet-reference-full-table"}
+
 TABLES: dict[str, tuple[str, str, Callable[[dict], list[str]]]] = {
     "prophet-reference-table": ("README.md", "prophet-arena", prophet_reference),
     "prophet-reference-full-table": ("docs/forecast.md", "prophet-arena", prophet_reference_full),
