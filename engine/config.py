@@ -85,6 +85,16 @@ def apply_overrides(data: Mapping[str, Any], overrides: Sequence[str]) -> dict[s
     return out
 
 
+def lookup(config: Mapping[str, Any], key: str) -> Any:
+    """The value at dotted ``key`` (``"llm.backend"``) of a config dict, or None where it is absent."""
+    node: Any = config
+    for part in key.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            return None
+        node = node[part]
+    return node
+
+
 def _deepcopy(data: Mapping[str, Any]) -> dict[str, Any]:
     return {k: _deepcopy(v) if isinstance(v, Mapping) else v for k, v in data.items()}
 

@@ -30,6 +30,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
+from engine.config import lookup
 from engine.errors import ConfigError, MissingExtraError
 
 TRACKERS = ("mlflow",)
@@ -102,7 +103,7 @@ def log_run(out: Path, config: Mapping[str, Any], task: str, uri: str | None = N
     rows = summary_rows(task, summary)
     first = rows[0] if rows else {}
     tags = {"task": task, "run_folder": str(Path(out).resolve()),
-            "backend": str(first.get("backend", _lookup(config, "llm.backend") or "")),
+            "backend": str(first.get("backend", lookup(config, "llm.backend") or "")),
             "model": str(first.get("model", "")), "simulated": str(bool(any(r.get("simulated") for r in rows)))}
     run = client.create_run(exp_id, run_name=run_name or Path(out).name, tags=tags)
     rid = run.info.run_id
@@ -167,15 +168,6 @@ def flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
 def metric_key(name: str) -> str:
     """MLflow keys allow letters, digits, ``_ - . / `` and space: ``Pipe+ToE (LLM)`` -> ``Pipe_ToE _LLM_``."""
     return _KEY.sub("_", name)[:250]
-
-
-def _lookup(config: Mapping[str, Any], key: str) -> Any:
-    node: Any = config
-    for part in key.split("."):
-        if not isinstance(node, Mapping) or part not in node:
-            return None
-        node = node[part]
-    return node
 
 
 def _is_number(v: Any) -> bool:

@@ -38,7 +38,7 @@ from engine.forecast.memtools import ProceduralStore
 from engine.forecast.metrics import Row, format_table, reference_rows, score
 from engine.forecast.run_support import (RunProgress, RunWorkspace, close_llm, heading, make_llm, model_tag,
                                          use_prompts, write_outputs)
-from engine.forecast.sandbox import preflight
+from engine.forecast.sandbox import preflight, report_line
 from engine.forecast.search import corpus_from_questions
 from engine.forecast.seed_tools import DEFAULT_GUIDE, seed_tool_sources
 
@@ -88,8 +88,7 @@ def run(config: dict, options) -> int:
     else:
         if any(m not in ROW_NAMES for m in cfg.run.methods):  # MemTools run: the sandbox must work first
             summary["sandbox"] = preflight(cfg.sandbox)
-            lines += ["", "MemTool sandbox: " + "; ".join(f"{k.replace('_', ' ')}: {v}"
-                                                          for k, v in summary["sandbox"].items())]
+            lines += ["", report_line(summary["sandbox"])]
         llm, simulated = make_llm(config)
         tag = model_tag(llm, simulated)
         lines[0] = heading("ForeDreamer on Prophet Arena", llm, simulated)
@@ -118,10 +117,7 @@ def run(config: dict, options) -> int:
             progress = RunProgress(len(evaluated) * len(cfg.run.methods), getattr(options, "progress", True),
                                    "forecast")
             llm = progress.watch(llm)
-            for k, method in enumerate(cfg.run.methods):
-                if k:
-                    progress.done(len(evaluated))
-                progress.method(f"[{k + 1}/{len(cfg.run.methods)}] {method}")
+            for method in progress.each_method(cfg.run.methods, len(evaluated)):
                 if method in ROW_NAMES:
                     mr = MemoryBaselineRunner(method, llm, search, cfg.agent, cfg.memory_baselines, embedder,
                                               ws / f"rollouts-{method}")

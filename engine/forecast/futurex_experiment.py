@@ -205,11 +205,10 @@ def run(config: dict, options) -> int:
         lines += ["", f"Warning: {prompts_warning}."]
     tool_methods = {"foredreamer", "market_informed"} & set(cfg.run.methods)
     if tool_methods:  # MemTools run: the sandbox must work before any LLM call
-        from engine.forecast.sandbox import preflight
+        from engine.forecast.sandbox import preflight, report_line
 
         summary["sandbox"] = preflight(cfg.sandbox)
-        lines += ["", "MemTool sandbox: " + "; ".join(f"{k.replace('_', ' ')}: {v}"
-                                                      for k, v in summary["sandbox"].items())]
+        lines += ["", report_line(summary["sandbox"])]
     llm, simulated = make_llm(config)
     tag = model_tag(llm, simulated)
     lines[0] = heading("ForeDreamer on FutureX", llm, simulated)
@@ -232,10 +231,7 @@ def run(config: dict, options) -> int:
         progress = RunProgress(len(evaluated) * len(cfg.run.methods), getattr(options, "progress", True),
                                "forecast")
         llm = progress.watch(llm)
-        for k, method in enumerate(cfg.run.methods):
-            if k:
-                progress.done(len(evaluated))
-            progress.method(f"[{k + 1}/{len(cfg.run.methods)}] {method}")
+        for method in progress.each_method(cfg.run.methods, len(evaluated)):
             if method in MEMORY_MODES:
                 from engine.forecast.evidence_memory import ROW_NAMES
                 from engine.forecast.memory_baselines import MemoryBaselineRunner

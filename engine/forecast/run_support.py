@@ -107,6 +107,14 @@ class RunProgress:
     def done(self, n: int) -> None:
         self.bar.update(n)
 
+    def each_method(self, methods, per_method: int):
+        """Yield the methods in order, advancing the bar by ``per_method`` questions after each one."""
+        for k, method in enumerate(methods):
+            if k:
+                self.done(per_method)
+            self.method(f"[{k + 1}/{len(methods)}] {method}")
+            yield method
+
     def watch(self, llm) -> "ProgressLLM":
         return ProgressLLM(llm, self.bar)
 

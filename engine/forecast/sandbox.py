@@ -484,6 +484,10 @@ def preflight(limits: SandboxLimits | None = None) -> dict:
     """Check the sandbox before any LLM call and log what isolates a tool here; returns :func:`sandbox_report`."""
     require_sandbox()
     report = sandbox_report(limits)
-    print("MemTool sandbox: " + "; ".join(f"{k.replace('_', ' ')}: {v}" for k, v in report.items()),
-          file=sys.stderr, flush=True)
+    print(report_line(report), file=sys.stderr, flush=True)
     return report
+
+
+def report_line(report: dict) -> str:
+    """One line for the run's log and text: ``MemTool sandbox: runs as: ...; syscall filter: ...``."""
+    return "MemTool sandbox: " + "; ".join(f"{k.replace('_', ' ')}: {v}" for k, v in report.items())

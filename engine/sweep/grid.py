@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from engine.config import parse_value
+from engine.config import lookup, parse_value
 from engine.errors import ConfigError
 
 _SAFE = re.compile(r"[^A-Za-z0-9._=+-]")
@@ -107,15 +107,6 @@ def run_name(raw: Mapping[str, str]) -> str:
         digest = hashlib.sha1(json.dumps(dict(sorted(raw.items()))).encode()).hexdigest()[:10]
         safe = f"{safe.lstrip('.-')[: MAX_NAME - 11]}-{digest}"
     return safe
-
-
-def lookup(config: Mapping[str, Any], key: str) -> Any:
-    node: Any = config
-    for part in key.split("."):
-        if not isinstance(node, Mapping) or part not in node:
-            return None
-        node = node[part]
-    return node
 
 
 def _override_text(raw: str, value: Any, current: Any) -> str:
