@@ -1,0 +1,110 @@
+"""The run folder every ``toe run`` writes, whatever the task (see :mod:`engine.runner`).
+
+``episodes.parquet`` (one row per episode record), ``summary.json``
+(``{"meta": {...}, "methods": [one record per table row]}``), ``table.md`` and
+``config.toml`` (the config as resolved: ``--set`` overrides applied). Every
+file is written atomically (temporary file, fsync, rename, fsync the folder),
+so a crash mid-write leaves the earlier file or none, never half of one.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from engine import atomic_io
+
+
+def answered_by(records: Sequence[Mapping[str, Any]], config: Mapping[str, Any]) -> tuple[str, str]:
+    """``(backend, model)`` that answered the records; several are joined with ``+``; none: the config's.
+
+    Methods fill ``backend`` and ``model`` in each record from ``llm.answered_by``, so a
+    replay names the backend that recorded its trace, not "replay".
+    """
+    from engine.llm.config import load_llm_config
+
+    llm_cfg = load_llm_config(config.get("llm"))
+    seen = sorted({(str(r.get("backend") or ""), str(r.get("model") or "")) for r in records} - {("", "")})
+    fallback_backend = llm_cfg.replay_backend if llm_cfg.backend == "replay" else llm_cfg.backend
+    fallback_model = llm_cfg.model or llm_cfg.backend
+    if not seen:
+        return fallback_backend, fallback_model
+    backend = "+".join(dict.fromkeys(b or fallback_backend for b, _ in seen))
+    model = "+".join(dict.fromkeys(m or fallback_model for _, m in seen))
+    return backend, model
+
+
+def write_episodes(records: Sequence[Mapping[str, Any]], path: str | Path) -> None:
+    """Every episode record as one Parquet table (columns = the union of the records' keys)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    keys = list(dict.fromkeys(k for r in records for k in r))
+    table = pa.table({k: [_plain(r.get(k)) for r in records] for k in keys})
+    with atomic_io.atomic_writer(path, "wb") as fh:
+        pq.write_table(table, fh)
+
+
+def write_summary(rows: Sequence[Mapping[str, Any]], meta: Mapping[str, Any], path: str | Path) -> None:
+    """``summary.json``: ``{"meta": {...}, "methods": [one record per table row]}``."""
+    text = json.dumps({"meta": dict(meta), "methods": list(rows)}, indent=2, default=_json_default) + "\n"
+    atomic_io.write_text(path, text)
+
+
+def write_config(config: Mapping[str, Any], path: str | Path) -> None:
+    """The config as the run resolved it (overrides applied), as TOML."""
+    import tomli_w
+
+    atomic_io.write_text(path, tomli_w.dumps(_toml_ready(config)))
+
+
+def write_run(out: Path, *, task: str, config: Mapping[str, Any], options, summary, records, tables: str,
+              backend: str, model: str, wall: Mapping[str, float]) -> None:
+    """The whole run folder; ``meta`` gets what answered and the executor beside the task's own fields."""
+    simulated = backend == "simulated" or backend.startswith("simulated+")
+    meta = {"task": task, "title": config.get("title", ""), "backend": backend, "model": model,
+            "simulated": simulated, "executor": getattr(options, "executor", "local"),
+            "workers": getattr(options, "workers", 1), "wall_s": dict(wall), **summary.meta}
+    rows = []
+    for row in summary.rows:
+        row = dict(row)
+        row.setdefault("backend", backend)
+        row.setdefault("model", model)
+        row.setdefault("simulated", simulated)
+        rows.append(row)
+    write_episodes(records, out / "episodes.parquet")
+    write_summary(rows, meta, out / "summary.json")
+    atomic_io.write_text(out / "table.md", tables if tables.endswith("\n") else tables + "\n")
+    write_config(config, out / "config.toml")
+
+
+def _plain(value):
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+def _json_default(o):
+    if isinstance(o, np.integer):
+        return int(o)
+    if isinstance(o, np.floating):
+        x = float(o)
+        return None if not math.isfinite(x) else x
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    return str(o)
+
+
+def _toml_ready(value):
+    """TOML has no null: drop None values (a missing key means the default everywhere in the engine)."""
+    if isinstance(value, Mapping):
+        return {str(k): _toml_ready(v) for k, v in value.items() if v is not None}
+    if isinstance(value, (list, tuple)):
+        return [_toml_ready(v) for v in value if v is not None]
+    return _plain(value)

@@ -1,0 +1,147 @@
+"""The one runner behind ``toe run``: a task's methods x seeds over an executor, one output layout.
+
+A task (Game of 24, finance, Prophet Arena, FutureX) is a :class:`Task`: it
+parses its config, says which runs there are (:meth:`Task.runs`: a method, a
+seed and an optional part such as a category), builds each run's
+:class:`~engine.rounds.Method` and episode stream, and turns the episode
+records into a summary and tables. Everything else is here, written once:
+
+- the order of the runs and one progress bar per run;
+- the executor (local or Ray, :func:`engine.executor.make_executor`), rounds,
+  the barrier and exactly-once updates (:class:`engine.executor.RoundLoop`);
+- checkpoints under ``OUT/checkpoint/<run key>`` when the task asks for them,
+  so rerunning a killed command resumes every run where it stopped;
+- the run folder: ``episodes.parquet`` (every record of every run, with
+  ``method``, ``seed``, ``part``), ``summary.json`` (``meta`` + ``methods``:
+  one record per table row), ``table.md``, the task's PNGs and
+  ``config.toml`` (the config as resolved, overrides applied), each written
+  atomically (:mod:`engine.atomic_io`).
+
+What answered is read from the records (``backend`` and ``model``, which a
+method fills from ``llm.answered_by``), not from the config: a replay names
+the backend that recorded the trace, and the simulated policy labels every
+summary record ``simulated``.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping, Protocol, Sequence
+
+from engine.rounds import Episode, EpisodeResult, Method
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One run: ``method`` on seed ``seed`` (and ``part``, e.g. a category; "" when the task has none)."""
+
+    method: str
+    seed: int
+    part: str = ""
+
+    @property
+    def key(self) -> str:
+        """The run's folder name under ``OUT/checkpoint`` and its ``wall_s`` key."""
+        return f"{self.method}-seed{self.seed}" + (f"-{self.part}" if self.part else "")
+
+
+@dataclass
+class Summary:
+    """What a task's :meth:`Task.summarize` returns: table rows and the task's own ``meta`` fields."""
+
+    rows: list[dict[str, Any]]
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+class Task(Protocol):
+    """What a task gives the runner. ``exp`` is the task's parsed config (any object)."""
+
+    name: str  # the config's ``task`` value
+
+    def parse(self, config: Mapping[str, Any], options) -> Any:
+        """Validate every section of the raw config (overrides applied); ConfigError names what is wrong."""
+        ...
+
+    def runs(self, exp) -> list[RunSpec]:
+        """Every run, in order (usually methods x seeds)."""
+        ...
+
+    def make_method(self, exp, run: RunSpec) -> Method:
+        """A fresh method for ``run`` (empty experience)."""
+        ...
+
+    def episodes(self, exp, run: RunSpec) -> list[Episode]:
+        """The run's episode stream (ids strictly increasing)."""
+        ...
+
+    def round_size(self, exp, run: RunSpec) -> int:
+        """Episodes per round for ``run`` (a round's episodes read one snapshot)."""
+        ...
+
+    def llm_factory(self, exp, run: RunSpec) -> Callable[[], Any]:
+        """A picklable zero-argument factory of the run's LLM backend (called once per worker)."""
+        ...
+
+    def checkpoint(self, exp) -> bool:
+        """Whether runs write resumable checkpoints under ``OUT/checkpoint``."""
+        ...
+
+    def after_run(self, exp, run: RunSpec, method: Method, results: Sequence[EpisodeResult],
+                  out: Path) -> dict[str, Any]:
+        """Per-run artifacts (e.g. the store checkpoint a run leaves) and extra summary fields; may be {}."""
+        ...
+
+    def summarize(self, exp, records: list[dict[str, Any]], extras: dict[str, dict[str, Any]]) -> Summary:
+        """Table rows from every run's records (``extras``: :meth:`after_run` output by run key)."""
+        ...
+
+    def report(self, exp, summary: Summary, records: list[dict[str, Any]], out: Path) -> tuple[str, list[str]]:
+        """Write the task's PNGs into ``out``; return (the Markdown tables, the PNG file names)."""
+        ...
+
+
+def run_task(task: Task, config: Mapping[str, Any], options) -> int:
+    """Run every run of ``task`` over the executor ``options`` name; write the run folder; print the tables."""
+    from engine.executor import make_executor, progress_bar
+    from engine.run_folder import answered_by, write_run
+
+    exp = task.parse(config, options)
+    out = Path(options.out or Path("runs") / Path(options.config_path).stem)
+    out.mkdir(parents=True, exist_ok=True)
+    specs = task.runs(exp)
+    for spec in specs:  # pre-flight: a bad method table or a missing extra fails before any run starts
+        task.make_method(exp, spec)
+    records: list[dict[str, Any]] = []
+    extras: dict[str, dict[str, Any]] = {}
+    wall: dict[str, float] = {}
+    for k, spec in enumerate(specs):
+        method = task.make_method(exp, spec)
+        episodes = task.episodes(exp, spec)
+        size = task.round_size(exp, spec)
+        ckpt = out / "checkpoint" / spec.key if task.checkpoint(exp) else None
+        executor = make_executor(options, config)
+        t0 = time.perf_counter()
+        try:
+            desc = f"[{k + 1}/{len(specs)}] {spec.method} seed {spec.seed}" + (f" {spec.part}" if spec.part else "")
+            with progress_bar(len(episodes), enabled=options.progress, desc=desc, round_size=size) as bar:
+                results = executor.run(method, episodes, task.llm_factory(exp, spec), round_size=size,
+                                       progress=bar.update, checkpoint_dir=ckpt, run_key=spec.key)
+        finally:
+            executor.close()
+        wall[spec.key] = time.perf_counter() - t0
+        extras[spec.key] = task.after_run(exp, spec, method, results, out) or {}
+        for r in results:
+            rec = dict(r.record)
+            rec.update(method=spec.method, seed=spec.seed, part=spec.part)
+            records.append(rec)
+    summary = task.summarize(exp, records, extras)
+    backend, model = answered_by(records, config)
+    tables, pngs = task.report(exp, summary, records, out)
+    write_run(out, task=task.name, config=config, options=options, summary=summary, records=records,
+              tables=tables, backend=backend, model=model, wall=wall)
+    print(tables)
+    print(f"results: {out}/ (" + ", ".join(["episodes.parquet", "summary.json", "table.md", "config.toml",
+                                             *pngs]) + ")")
+    return 0
