@@ -233,7 +233,7 @@ class EvidenceProcessor:
             self.dropped += len(hits) - len(ok)  # a provider that ignores the cutoff cannot leak into memory
             kept.append((ep, query, ok))
         completions: list[str | None] = [None] * len(kept)
-        if self.kind == "mem0" and resolve_extraction(self.cfg.extraction, getattr(self.llm, "name", "")) == "llm":
+        if self.kind == "mem0" and resolve_extraction(self.cfg.extraction, self.llm) == "llm":
             jobs = [(i, self.store(ep.qid).mem0_request(q, hs, ep.task.cutoff, ep.qid, derive_seed(ep.qid, turn, "mem0-evidence")))
                     for i, (ep, q, hs) in enumerate(kept) if hs]
             if jobs:

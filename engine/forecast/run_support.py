@@ -6,19 +6,15 @@ import json
 import tempfile
 from pathlib import Path
 
-from engine.forecast.simulated import SimulatedForecastBackend
 from engine.llm.base import MeteredBackend
 from engine.llm.config import load_llm_config
 
 
 def make_llm(config: dict):
     """``(metered backend, simulated?)`` from the config's ``[llm]`` table (simulated = the forecasting harness)."""
-    llm_cfg = load_llm_config(config.get("llm"))
-    if llm_cfg.backend == "simulated":
-        return MeteredBackend(SimulatedForecastBackend(seed=llm_cfg.seed)), True
     from engine.llm.factory import make_backend
 
-    llm = MeteredBackend(make_backend(llm_cfg))
+    llm = MeteredBackend(make_backend(load_llm_config(config.get("llm")), policy="engine.forecast.simulated:policy_for"))
     return llm, llm.answered_by[0] == "simulated"  # a replay of a simulated trace is simulated
 
 

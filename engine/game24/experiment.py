@@ -202,7 +202,7 @@ def row_labels(exp: Game24Experiment, config: Mapping[str, Any]) -> dict[str, st
 def _llm_factory(llm_cfg, seed: int):
     from engine.llm.factory import make_backend
 
-    return functools.partial(make_backend, replace(llm_cfg, seed=seed))
+    return functools.partial(make_backend, replace(llm_cfg, seed=seed), policy="engine.game24.simulated_policy:policy_for")
 
 
 def _executor(options):
@@ -345,7 +345,7 @@ def _model_name(llm_cfg) -> str:
     if llm_cfg.model:
         return llm_cfg.model
     if llm_cfg.backend == "simulated":
-        from engine.llm.simulated_game24 import MODEL_NAME
+        from engine.game24.simulated_policy import MODEL_NAME
 
         return MODEL_NAME
     return llm_cfg.backend

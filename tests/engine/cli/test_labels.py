@@ -31,7 +31,8 @@ def test_answered_by_sees_through_meter_and_replay(tmp_path):
     from engine.llm.config import LLMConfig
 
     trace = tmp_path / "t.arrow"
-    rec = make_backend(LLMConfig(backend="replay", replay_path=str(trace), replay_mode="passthrough"))
+    rec = make_backend(LLMConfig(backend="replay", replay_path=str(trace), replay_mode="passthrough"),
+                       policy="engine.game24.simulated_policy:policy_for")
     rec.generate([Request(prompt="Input: 4 6\n", n=1, max_tokens=8)])
     strict = ReplayBackend(trace)
     assert strict.name == "replay"
