@@ -130,6 +130,10 @@ def resolve(config: Mapping[str, Any], options: RunOptions) -> dict[str, Any]:
     if not isinstance(title, str):
         raise ConfigError(f"title must be a string, got {title!r}")
     llm = from_dict(LLMConfig, config.get("llm"), "llm")
+    if "simulated" in (llm.backend, llm.replay_backend if llm.replay_mode == "passthrough" else None):
+        from engine.llm.simulated import load_policy
+
+        load_policy(policy_of(task), llm)  # the task's simulated policy, built as the runner will
     from_dict(EmbedConfig, config.get("embed"), "embed")
     settings = executor_settings(options, config)
     if options.executor == "ray" and importlib.util.find_spec("ray") is None:

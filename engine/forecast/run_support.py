@@ -13,8 +13,9 @@ from engine.llm.config import load_llm_config
 def make_llm(config: dict):
     """``(metered backend, simulated?)`` from the config's ``[llm]`` table (simulated = the forecasting harness)."""
     from engine.llm.factory import make_backend
+    from engine.tasks import policy_of
 
-    llm = MeteredBackend(make_backend(load_llm_config(config.get("llm")), policy="engine.forecast.simulated:policy_for"))
+    llm = MeteredBackend(make_backend(load_llm_config(config.get("llm")), policy=policy_of("forecast")))
     return llm, llm.answered_by[0] == "simulated"  # a replay of a simulated trace is simulated
 
 

@@ -201,8 +201,9 @@ def row_labels(exp: Game24Experiment, config: Mapping[str, Any]) -> dict[str, st
 
 def _llm_factory(llm_cfg, seed: int):
     from engine.llm.factory import make_backend
+    from engine.tasks import policy_of
 
-    return functools.partial(make_backend, replace(llm_cfg, seed=seed), policy="engine.game24.simulated_policy:policy_for")
+    return functools.partial(make_backend, replace(llm_cfg, seed=seed), policy=policy_of("game24"))
 
 
 def _executor(options):
