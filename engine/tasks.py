@@ -45,7 +45,7 @@ class TaskEntry:
 
 
 TASKS = {
-    "game24": TaskEntry("engine.game24.experiment:run", "engine.game24.plan:plan", "engine.game24.plan:KEYS",
+    "game24": TaskEntry("engine.game24.task:run", "engine.game24.plan:plan", "engine.game24.plan:KEYS",
                         "engine.game24.simulated_policy:policy_for"),
     "finance": TaskEntry("engine.finance.experiment:run", "engine.finance.plan:plan", "engine.finance.plan:KEYS",
                          "engine.finance.simulated:policy_for"),

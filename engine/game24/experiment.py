@@ -206,14 +206,6 @@ def llm_factory(llm_cfg, seed: int):
 _llm_factory = llm_factory  # the executor benchmark's name for it
 
 
-def run(config: dict, options) -> int:
-    """Run every method on the stream for every seed through the engine's runner; print the table."""
-    from engine.game24.task import Game24Task
-    from engine.runner import run_task
-
-    return run_task(Game24Task(), config, options)
-
-
 def use_prompts(cfg: PromptsConfig, llm_cfg, options) -> tuple[list, str | None]:
     """Load, check and activate the run's prompt templates; a warning when custom ones meet the simulated policy."""
     from engine import templates
