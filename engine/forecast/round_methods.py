@@ -245,9 +245,11 @@ class MemoryBaselineMethod:
                 rec = ctx.record(ep, ctx, self.name)
                 written = mr.written.get(ep.qid, [])
                 rec.update(n_written=len(written), dropped=mr.dropped_by.get(ep.qid, 0),
+                           evidence=json.dumps([{k: v for k, v in r.items() if k != "text"} for r in ep.evidence],
+                                               default=str),
                            evidence_chars=json.dumps([len(r["text"]) for r in ep.evidence]),
                            experience_visible=json.dumps([k for k, _ in mr.visible.get(ep.qid, [])]),
-                           written_origins=json.dumps([h.origin for h in written]),
+                           written=json.dumps([h.origin for h in written]),
                            late_written=sum(h.available_at > ep.task.cutoff for h in written),
                            tracked=mr.track is not None)
                 records.append(rec)

@@ -99,14 +99,14 @@ class SimulatedForecastBackend:
         for r in requests:
             t0 = time.perf_counter()
             msgs = list(r.messages) if r.messages is not None else [{"role": "user", "content": r.prompt}]
-            text = self._answer(msgs)
+            text = self._answer(msgs, r.seed)
             self.calls += 1
             out.append(Response((Completion(text, max(1, len(text) // 4)),), sum(len(m["content"]) for m in msgs) // 4,
                                 time.perf_counter() - t0, self.name, self.model))
         return out
 
     # ------------------------------------------------------------------ roles
-    def _answer(self, msgs: list[dict]) -> str:
+    def _answer(self, msgs: list[dict], seed: int | None = None) -> str:
         system = msgs[0]["content"] if msgs and msgs[0]["role"] == "system" else ""
         first_user = next((m["content"] for m in msgs if m["role"] == "user"), "")
         if system.startswith("You are a data-processing subagent"):
@@ -127,7 +127,7 @@ class SimulatedForecastBackend:
             uniq = list(dict.fromkeys(names))[:2]
             return json.dumps({"candidate_tool_names": uniq, "analysis": "simulated reuse"})
         if "Final generation step" in first_user or "Exploration generation step" in first_user:
-            return self._generator(first_user)
+            return self._generator(first_user, seed)
         if first_user.startswith("You classify one new MemGuide"):
             files = re.findall(r'"guide_file": "([^"]+)"', first_user)
             return json.dumps({"matched_representative_guide_file": files[0] if files and len(files) > 1 else None,
@@ -214,13 +214,16 @@ class SimulatedForecastBackend:
             ans = tied[0] if len(tied) == 1 else rng.choice(tied)
         return f"Rationale: simulated keyword reading.\n\n\\boxed{{{ans}}}"
 
-    def _generator(self, prompt: str) -> str:
+    def _generator(self, prompt: str, seed: int | None = None) -> str:
+        # the new tool is numbered by the request's seed, not by a count of earlier calls: the answer
+        # depends on the request alone, so a resumed run or another worker writes the same tool
         self._new_tools += 1
+        k = self._new_tools if seed is None else int(seed)
         reuse = list(dict.fromkeys(re.findall(r'"name": "(tool_[A-Za-z0-9_]+)"', prompt.split("Current design requirement", 1)[-1])))
-        name = f"tool_sim_header_slice_{self.seed}_{self._new_tools}"
-        guide = {"guide_name": f"sim_guide_{self._new_tools}",
+        name = f"tool_sim_header_slice_{self.seed}_{k}"
+        guide = {"guide_name": f"sim_guide_{k}",
                  "prompt": "Work only in the current item_dir with the listed MemTools; never invent content; "
                            f"call {name} to write the output file and stop once it exists.",
                  "tool_names": reuse[:1] + [name]}
-        code = NEW_TOOL_TEMPLATE.format(name=name, n=800 + 200 * self._new_tools)
+        code = NEW_TOOL_TEMPLATE.format(name=name, n=800 + 200 * (1 + k % 8))
         return f"```json\n{json.dumps(guide, indent=1)}\n```\n\n```python\n{code}```\n"
