@@ -178,7 +178,21 @@ def _runner(ctx: ForecastContext, llm, mode: str, workspace: Path, store) -> Run
                             subagent_tokens=ctx.subagent.max_tokens, subagent_chars=ctx.subagent.max_chars)
 
 
-class RolloutMethod:
+class _Experience:
+    """Checkpoint hooks (:class:`engine.rounds.Checkpointable`): only the experience, never the context."""
+
+    EXPERIENCE: tuple[str, ...] = ()
+
+    def save_state(self, directory: Path) -> None:
+        (Path(directory) / "experience.pkl").write_bytes(
+            pickle.dumps({k: getattr(self, k) for k in self.EXPERIENCE}, protocol=pickle.HIGHEST_PROTOCOL))
+
+    def load_state(self, directory: Path) -> None:
+        for k, v in pickle.loads((Path(directory) / "experience.pkl").read_bytes()).items():
+            setattr(self, k, v)
+
+
+class RolloutMethod(_Experience):
     """A method with no experience across questions: every held-out question reads the same (empty) snapshot."""
 
     def __init__(self, name: str, ctx: ForecastContext, run_key: str):
@@ -207,8 +221,10 @@ class RolloutMethod:
         """No experience: nothing to apply."""
 
 
-class MemoryBaselineMethod:
+class MemoryBaselineMethod(_Experience):
     """Mem0 / MemRL / ReMe / FLEX on the retrieved evidence; the experience track is the method's experience."""
+
+    EXPERIENCE = ("track",)
 
     def __init__(self, name: str, ctx: ForecastContext, run_key: str):
         from engine.forecast.memory_baselines import MemoryBaselineRunner
@@ -264,12 +280,14 @@ class MemoryBaselineMethod:
                 self.track = unpack(r.updates["state"])
 
 
-class EvolutionMethod:
+class EvolutionMethod(_Experience):
     """ForeDreamer with dual-track evolution (paper 3, C.3) on one or more categories, then top-k evaluation.
 
     Experience: the procedural store's files, and the evolution's :meth:`Evolution.state` (bank,
     guide tree, validation records, log, categories, sampler state) of the current category.
     """
+
+    EXPERIENCE = ("files", "state", "category", "history")
 
     def __init__(self, name: str, ctx: ForecastContext, run_key: str):
         self.name, self.ctx, self.run_key = name, ctx, run_key
