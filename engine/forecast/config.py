@@ -57,7 +57,7 @@ class RunConfig:
     methods: tuple[str, ...] = ("foredreamer",)
     max_questions: int = 2  # evaluation questions per category for the model rows (0 = all)
     evolve: bool = False
-    workspace: str = ""  # "" = <out>/workspace or a temporary folder
+    workspace: str = ""  # "" = <run folder>/workspace
     scorer: str = "pm_rank"  # "pm_rank" (upstream's scorer) | "listed" (the engine's earlier definitions)
     checkpoint: bool = False  # checkpoint every round under OUT/checkpoint; rerunning a killed run resumes it
 

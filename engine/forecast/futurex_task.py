@@ -327,11 +327,12 @@ class FutureXTask:
         cfg, meta = exp.cfg, summary.meta
         who, simulated = answered(records)
         if who is None:  # no model answered: the backend the config names
-            from engine.forecast.plan import _model
+            from engine.forecast.simulated import MODEL_NAME
             from engine.llm.config import load_llm_config
 
-            backend = load_llm_config(exp.config.get("llm")).backend
-            who, simulated = (backend, _model(exp.config) or backend), backend == "simulated"
+            llm = load_llm_config(exp.config.get("llm"))
+            simulated = llm.backend == "simulated"
+            who = (llm.backend, MODEL_NAME if simulated else (llm.model or llm.backend))
         example = cfg.data.path == EXAMPLE
         lines = [heading(TITLE, who, simulated), "",
                  f"Items: {exp.items_path} ({len(exp.tasks)} items" + (

@@ -7,7 +7,6 @@ search index is built.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, Mapping
 
 PROPHET_ARENA_KEYS = ("data", "run", "agent", "subagent", "sandbox", "evolution", "memory_baselines", "prompts")
@@ -23,9 +22,10 @@ def _model(config: Mapping[str, Any]) -> str:
 
 
 def _workspace(configured: str, options) -> str:
-    if configured:
-        return configured
-    return str(Path(options.out) / "workspace") if getattr(options, "out", None) else "a temporary folder"
+    """Where the agent writes item folders: ``run.workspace``, else the run folder's ``workspace``."""
+    from engine.forecast.task import run_folder
+
+    return configured or str(run_folder(options) / "workspace")
 
 
 def plan_prophet_arena(config: Mapping[str, Any], options) -> dict[str, Any]:
