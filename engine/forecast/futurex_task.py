@@ -49,7 +49,8 @@ from engine.forecast.futurex_tasks import EXAMPLE_DOCS, EXAMPLE_ITEMS, futurex_s
 from engine.forecast.round_methods import ForecastContext, make_method
 from engine.forecast.search import SearchProvider, SearchResult
 from engine.forecast.task import (NAMES, answered, by_question, evolution_episodes, evolution_extras,
-                                  question_episodes, round_size, run_folder, tag_of, usage_total)
+                                  question_episodes, round_size, run_folder, tag_of, usage_total, worker_path,
+                                  worker_prompts)
 from engine.forecast.validation_metric import ValidationMetric
 from engine.rounds import Episode
 from engine.runner import RunSpec, Summary, run_task
@@ -229,9 +230,9 @@ class FutureXTask:
         exp.ctx = ForecastContext(
             task=self.name, agent=cfg.agent, subagent=cfg.subagent, sandbox=cfg.sandbox, evolution=cfg.evolution,
             search=corpus, embedder=embedder, items=items, pools={"": [t.qid for t in evo]}, record=futurex_record,
-            workspace=cfg.run.workspace or str(exp.out / "workspace"), metric=FutureXAccuracy(corpus,
+            workspace=worker_path(cfg.run.workspace or exp.out / "workspace"), metric=FutureXAccuracy(corpus,
                                                                                               cfg.data.numeric_rel_tol),
-            runner_class=FutureXRunner, memory_baselines=mb_cfg, prompts=(cfg.prompts, config.get("llm")),
+            runner_class=FutureXRunner, memory_baselines=mb_cfg, prompts=(worker_prompts(cfg.prompts), config.get("llm")),
             rel_tol=cfg.data.numeric_rel_tol)
         return exp
 

@@ -69,6 +69,19 @@ def run_folder(options) -> Path:
     return Path(options.out or Path("runs") / Path(options.config_path).stem)
 
 
+def worker_path(path) -> str:
+    """An absolute path: a Ray worker's current directory is not the driver's."""
+    return str(Path(path).expanduser().resolve())
+
+
+def worker_prompts(prompts_cfg):
+    """``[prompts]`` with absolute file paths, for workers to load the same templates."""
+    from dataclasses import replace
+
+    return replace(prompts_cfg, **{k: worker_path(v) for k in ("file", "baselines")
+                                   if (v := getattr(prompts_cfg, k))})
+
+
 def tag_of(records: list[dict]) -> str:
     """The suffix of a method's rows: ``[simulated]`` or ``[backend:model]`` of what answered its records."""
     from engine.forecast.run_support import model_tag
@@ -175,8 +188,8 @@ class ProphetArenaTask:
             task=self.name, agent=cfg.agent, subagent=cfg.subagent, sandbox=cfg.sandbox,
             evolution=cfg.evolution, search=search, embedder=embedder, items=items,
             pools={s.category: [q.qid for q in s.evo] for s in exp.splits}, record=prophet_record,
-            workspace=cfg.run.workspace or str(exp.out / "workspace"), memory_baselines=cfg.memory_baselines,
-            prompts=(cfg.prompts, exp.config.get("llm")), scorer=cfg.run.scorer)
+            workspace=worker_path(cfg.run.workspace or exp.out / "workspace"), memory_baselines=cfg.memory_baselines,
+            prompts=(worker_prompts(cfg.prompts), exp.config.get("llm")), scorer=cfg.run.scorer)
 
     # -- runs ------------------------------------------------------------------------------------
     def _evolved_categories(self, exp) -> list[str]:
