@@ -107,7 +107,7 @@ class ForecastPolicy(SimulatedPolicy):
     # ------------------------------------------------------------------ SimulatedPolicy
     def respond(self, request: Request, seed: int, index: int) -> str:
         self.calls += 1
-        return self._answer(_messages(request), seed)
+        return self._answer(_messages(request), seed, request.seed)
 
     def seed_of(self, request: Request, default: int) -> int:
         return default  # the run's seed; the request's (the turn number) is in the conversation already
@@ -119,7 +119,7 @@ class ForecastPolicy(SimulatedPolicy):
         return sum(len(m["content"]) for m in _messages(request)) // 4
 
     # ------------------------------------------------------------------ roles
-    def _answer(self, msgs: list[dict], seed: int) -> str:
+    def _answer(self, msgs: list[dict], seed: int, request_seed: int | None = None) -> str:
         system = msgs[0]["content"] if msgs and msgs[0]["role"] == "system" else ""
         first_user = next((m["content"] for m in msgs if m["role"] == "user"), "")
         if system.startswith("You are a data-processing subagent"):
@@ -140,7 +140,7 @@ class ForecastPolicy(SimulatedPolicy):
             uniq = list(dict.fromkeys(names))[:2]
             return json.dumps({"candidate_tool_names": uniq, "analysis": "simulated reuse"})
         if "Final generation step" in first_user or "Exploration generation step" in first_user:
-            return self._generator(first_user, seed)
+            return self._generator(first_user, seed, request_seed)
         if first_user.startswith("You classify one new MemGuide"):
             files = re.findall(r'"guide_file": "([^"]+)"', first_user)
             return json.dumps({"matched_representative_guide_file": files[0] if files and len(files) > 1 else None,
@@ -227,15 +227,18 @@ class ForecastPolicy(SimulatedPolicy):
             ans = tied[0] if len(tied) == 1 else rng.choice(tied)
         return f"Rationale: simulated keyword reading.\n\n\\boxed{{{ans}}}"
 
-    def _generator(self, prompt: str, seed: int) -> str:
+    def _generator(self, prompt: str, seed: int, request_seed: int | None = None) -> str:
+        # the new tool is numbered by the request's seed, not by a count of earlier calls: the answer
+        # depends on the request alone, so a resumed run or another worker writes the same tool
         self._new_tools += 1
+        k = self._new_tools if request_seed is None else int(request_seed)
         reuse = list(dict.fromkeys(re.findall(r'"name": "(tool_[A-Za-z0-9_]+)"', prompt.split("Current design requirement", 1)[-1])))
-        name = f"tool_sim_header_slice_{seed}_{self._new_tools}"
-        guide = {"guide_name": f"sim_guide_{self._new_tools}",
+        name = f"tool_sim_header_slice_{seed}_{k}"
+        guide = {"guide_name": f"sim_guide_{k}",
                  "prompt": "Work only in the current item_dir with the listed MemTools; never invent content; "
                            f"call {name} to write the output file and stop once it exists.",
                  "tool_names": reuse[:1] + [name]}
-        code = NEW_TOOL_TEMPLATE.format(name=name, n=800 + 200 * self._new_tools)
+        code = NEW_TOOL_TEMPLATE.format(name=name, n=800 + 200 * (1 + k % 8))
         return f"```json\n{json.dumps(guide, indent=1)}\n```\n\n```python\n{code}```\n"
 
 

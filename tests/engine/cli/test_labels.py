@@ -77,7 +77,7 @@ def test_futurex_simulated_heading_and_rows(tmp_path, capsys):
     assert "SIMULATED" in first and "SmolLM2" not in first
     model_rows = [line for line in text.splitlines() if line.startswith("| Full Text")]
     assert model_rows and all("[simulated]" in r for r in model_rows)
-    s = _summary(out)
+    s = _summary(out)["meta"]
     assert s["simulated"] is True and s["backend"] == "simulated"
 
 
