@@ -76,10 +76,14 @@ def write_run(out: Path, *, task: str, config: Mapping[str, Any], options, summa
         row.setdefault("model", model)
         row.setdefault("simulated", simulated)
         rows.append(row)
+    # summary.json marks a finished run (``toe run`` refuses to write over one): it goes first and
+    # comes back last, so a failure in between leaves a folder that claims nothing, never a mix
+    (out / "summary.json").unlink(missing_ok=True)
+    atomic_io.fsync_dir(out)
     write_episodes(records, out / "episodes.parquet")
-    write_summary(rows, meta, out / "summary.json")
     atomic_io.write_text(out / "table.md", tables if tables.endswith("\n") else tables + "\n")
     write_config(config, out / "config.toml")
+    write_summary(rows, meta, out / "summary.json")
 
 
 def _plain(value):

@@ -12,7 +12,7 @@ records into a summary and tables. Everything else is here, written once:
 - checkpoints under ``OUT/checkpoint/<run key>`` when the task asks for them,
   so rerunning a killed command resumes every run where it stopped;
 - the run folder: ``episodes.parquet`` (every record of every run, with
-  ``method``, ``seed``, ``part``), ``summary.json`` (``meta`` + ``methods``:
+  ``method``, ``seed`` and, when the task has parts, ``part``), ``summary.json`` (``meta`` + ``methods``:
   one record per table row), ``table.md``, the task's PNGs and
   ``config.toml`` (the config as resolved, overrides applied), each written
   atomically (:mod:`engine.atomic_io`).
@@ -94,7 +94,7 @@ class Task(Protocol):
         ...
 
     def summarize(self, exp, records: list[dict[str, Any]], extras: dict[str, dict[str, Any]]) -> Summary:
-        """Table rows from every run's records (``extras``: :meth:`after_run` output by run key)."""
+        """Table rows from every run's records (``extras``: by run key, ``wall_s`` and :meth:`after_run`'s fields)."""
         ...
 
     def report(self, exp, summary: Summary, records: list[dict[str, Any]], out: Path) -> tuple[str, list[str]]:
@@ -131,10 +131,10 @@ def run_task(task: Task, config: Mapping[str, Any], options) -> int:
         finally:
             executor.close()
         wall[spec.key] = time.perf_counter() - t0
-        extras[spec.key] = task.after_run(exp, spec, method, results, out) or {}
+        extras[spec.key] = {"wall_s": wall[spec.key], **(task.after_run(exp, spec, method, results, out) or {})}
         for r in results:
             rec = dict(r.record)
-            rec.update(method=spec.method, seed=spec.seed, part=spec.part)
+            rec.update(method=spec.method, seed=spec.seed, **({"part": spec.part} if spec.part else {}))
             records.append(rec)
     summary = task.summarize(exp, records, extras)
     backend, model = answered_by(records, config)

@@ -3,7 +3,9 @@
 A task is a plug-in with three parts, found by name in :data:`TASKS`:
 
 - ``runner``: ``run(config: dict, options: RunOptions) -> int``; it receives the
-  raw TOML dict (with ``--set`` overrides applied) and parses its own sections;
+  raw TOML dict (with ``--set`` overrides applied) and hands the task's
+  :class:`engine.runner.Task` to :func:`engine.runner.run_task`, the one runner
+  (methods x seeds over an executor, one run-folder layout);
 - ``keys``: the task's own top-level keys (sections and values);
 - ``plan``: ``plan(config, options) -> dict``: parses every one of the task's
   sections, as the runner will, and says what would run (methods, seeds,

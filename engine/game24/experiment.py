@@ -21,22 +21,18 @@ method and seed), ``summary.json``, ``table.md``, ``accuracy_vs_calls.png``,
 from __future__ import annotations
 
 import functools
-import time
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
 
-from engine.config import check, from_dict, to_dict
+from engine.config import check, from_dict
 from engine.errors import ConfigError
 from engine.game24.hooks import request_seed
 from engine.game24.methods import (
     BASELINE_NAMES,
-    EXPERIENCE_FREE,
     TOE_NAMES,
     check_method_names,
-    make_method,
     toe_mode,
 )
 from engine.game24.tot import PuzzleTask, ToTConfig
@@ -199,106 +195,22 @@ def row_labels(exp: Game24Experiment, config: Mapping[str, Any]) -> dict[str, st
     return labels
 
 
-def _llm_factory(llm_cfg, seed: int):
+def llm_factory(llm_cfg, seed: int):
+    """The run's backend factory for ``seed`` (a picklable partial: each Ray worker calls it once)."""
     from engine.llm.factory import make_backend
 
     return functools.partial(make_backend, replace(llm_cfg, seed=seed))
 
 
-def _executor(options):
-    from engine.executor import make_executor
-
-    return make_executor(options)
+_llm_factory = llm_factory  # the executor benchmark's name for it
 
 
 def run(config: dict, options) -> int:
-    """Run every method on the stream for every seed; write the run folder; print the table."""
-    from engine.executor import progress_bar
-    from engine import templates
-    from engine.game24 import metrics, report
-    from engine.llm.config import load_llm_config
+    """Run every method on the stream for every seed through the engine's runner; print the table."""
+    from engine.game24.task import Game24Task
+    from engine.runner import run_task
 
-    exp = parse_config(config)
-    llm_cfg = load_llm_config(config)
-    prompt_sets, prompts_warning = use_prompts(exp.prompts, llm_cfg, options)
-    embed_table = config.get("embed")
-    embedder = None
-    if any(m in BASELINE_NAMES for m in exp.methods):
-        from engine.embed import embedder_from_table
-
-        embedder = embedder_from_table(embed_table)
-    warm, test = build_stream(exp.protocol)
-    out = Path(options.out or Path("runs") / "game24")
-    out.mkdir(parents=True, exist_ok=True)
-    learn = ("warmup", "test") if exp.protocol.learn_on_test else ("warmup",)
-
-    for name in exp.methods:  # pre-flight: bad method tables or a missing extra fail before any run starts
-        make_method(name, method_table(name, config), exp.tot, learn, embedder)
-
-    records: list[dict] = []
-    model = ""
-    wall: dict[str, float] = {}
-    n_runs = len(exp.methods) * len(exp.seeds)
-    for k, (name, seed) in enumerate((m, s) for m in exp.methods for s in exp.seeds):
-        method = make_method(name, method_table(name, config), exp.tot, learn, embedder)
-        episodes = episodes_for(warm, test, seed, skip_warmup=name in EXPERIENCE_FREE)
-        executor = _executor(options)
-        t0 = time.perf_counter()
-        ckpt = out / "checkpoint" / f"{name}-seed{seed}" if exp.protocol.checkpoint else None
-        try:
-            with progress_bar(len(episodes), enabled=options.progress,
-                              desc=f"[{k + 1}/{n_runs}] {name} seed {seed}",
-                              round_size=exp.protocol.round_size) as bar:
-                results = executor.run(method, episodes, _llm_factory(llm_cfg, seed),
-                                       round_size=exp.protocol.round_size, progress=bar.update,
-                                       checkpoint_dir=ckpt)
-        finally:
-            executor.close()
-        wall[f"{name}/seed{seed}"] = time.perf_counter() - t0
-        for r in results:
-            rec = dict(r.record)
-            rec.setdefault("backend", llm_cfg.backend)
-            rec.update(method=name, seed=seed)
-            records.append(rec)
-    # Labels name what answered (a replay: the backend that recorded the trace), not what the config asked for.
-    backend, model = answered_label(records, llm_cfg)
-
-    summary = metrics.summarize(records, "test", exp.methods)
-    labels = row_labels(exp, config)
-    simulated = backend == "simulated"
-    for rec in summary:
-        rec["label"] = labels[rec["method"]]
-        if rec["method"] in TOE_NAMES:
-            rec["toe_mode"] = toe_mode(rec["method"], config.get("toe"))
-        rec["backend"] = backend
-        rec["model"] = model
-        rec["simulated"] = simulated
-        rec["run_wall_s"] = float(sum(v for key, v in wall.items() if key.startswith(rec["method"] + "/")))
-    meta = {
-        "task": "game24", "backend": backend, "model": model, "simulated": simulated,
-        "configured_backend": llm_cfg.backend,
-        "label": report.backend_label(backend, model), "title": exp.title,
-        "methods": list(exp.methods), "seeds": list(exp.seeds),
-        "warmup_puzzles": len(warm), "test_puzzles": len(test),
-        "protocol": to_dict(exp.protocol), "tot": to_dict(exp.tot),
-        "executor": getattr(options, "executor", "local"), "wall_s": wall,
-        "prompts": templates.summary_entry(prompt_sets),
-    }
-    if prompts_warning:
-        meta["prompts_warning"] = prompts_warning
-    report.write_episodes(records, out / "episodes.parquet")
-    report.write_summary(summary, out / "summary.json", meta)
-    notes = _notes(exp) + ([f"Warning: {prompts_warning}."] if prompts_warning else [])
-    table = report.markdown_table(summary, backend, model, heading(exp.protocol, len(test)), notes=notes)
-    (out / "table.md").write_text(table)
-    if exp.report.plots:
-        report.plot_accuracy_vs_calls(summary, out / "accuracy_vs_calls.png", backend)
-        report.plot_learning_curve(records, exp.methods, out / "learning_curve.png", backend,
-                                   exp.report.window, test_start=len(warm), labels=labels)
-    print(table)
-    print(f"results: {out}/ (episodes.parquet, summary.json, table.md"
-          + (", accuracy_vs_calls.png, learning_curve.png)" if exp.report.plots else ")"))
-    return 0
+    return run_task(Game24Task(), config, options)
 
 
 def use_prompts(cfg: PromptsConfig, llm_cfg, options) -> tuple[list, str | None]:
@@ -313,7 +225,7 @@ def use_prompts(cfg: PromptsConfig, llm_cfg, options) -> tuple[list, str | None]
     return templates.activate_for_run([("game24", cfg.file), ("baselines", cfg.baselines)], llm_cfg)
 
 
-def _notes(exp: Game24Experiment) -> list[str]:
+def notes(exp: Game24Experiment) -> list[str]:
     if exp.tot.drop_invalid_steps:
         search = ("ToT search: the reference BFS except the engine option drop_invalid_steps "
                   "(proposal lines the verifier rejects are dropped)")
@@ -326,26 +238,6 @@ def _notes(exp: Game24Experiment) -> list[str]:
     return notes
 
 
-def answered_label(records, llm_cfg) -> tuple[str, str]:
-    """``(backend, model)`` of the episodes' answers; several different ones are an error, none the config's."""
-    seen = sorted({(str(r.get("backend") or ""), str(r.get("model") or "")) for r in records} - {("", "")})
-    if seen:  # several (a passthrough replay that recorded some answers): name them all
-        backend = "+".join(dict.fromkeys(b or llm_cfg.backend for b, _ in seen))
-        model = "+".join(dict.fromkeys(m or _model_name(llm_cfg) for _, m in seen))
-        return backend, model
-    return (llm_cfg.replay_backend if llm_cfg.backend == "replay" else llm_cfg.backend), _model_name(llm_cfg)
-
-
 def heading(protocol: ProtocolConfig, n_test: int) -> str:
     """The table heading, from what ran (the backend label follows it), never from the config's title."""
     return f"Game of 24, ToT test split (ranks {protocol.test_first}-{protocol.test_last}, {n_test} puzzles)"
-
-
-def _model_name(llm_cfg) -> str:
-    if llm_cfg.model:
-        return llm_cfg.model
-    if llm_cfg.backend == "simulated":
-        from engine.llm.simulated_game24 import MODEL_NAME
-
-        return MODEL_NAME
-    return llm_cfg.backend
