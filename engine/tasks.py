@@ -164,7 +164,7 @@ SUMMARY_ROWS = {
 }
 DEFAULT_METRIC = {"game24": "acc_any", "finance": "tsIC_20d_Exploitation", "forecast": "brier",
                   "futurex": "accuracy"}
-RESUME_OVERRIDES = {"game24": {"protocol.checkpoint": True}}
+RESUME_OVERRIDES = {"game24": {"protocol.checkpoint": True}, "finance": {"protocol.checkpoint": True}}
 
 
 def summary_rows(task: str, summary: dict) -> list[dict]:

@@ -41,6 +41,7 @@ class ProtocolConfig:
     min_importance: float = 8.0
     max_news: int = 8  # most important items per industry and day in the prompt
     max_days: int = 0  # 0 = every evaluated day; else the first max_days (smoke runs)
+    checkpoint: bool = False  # each day's state under OUT/checkpoint: a killed run resumes when rerun
 
     def __post_init__(self):
         check(len(self.horizons) > 0 and all(h >= 1 for h in self.horizons),
