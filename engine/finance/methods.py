@@ -120,10 +120,17 @@ class FinanceMethod:
         return out
 
     def apply(self, results: Sequence[EpisodeResult]) -> None:
+        self._defer: list[tuple] = []  # ledger entries of the round, added in one batch (episode order)
         for r in results:
             self._apply_one(r)
+        if self._defer:
+            cols = [np.concatenate([np.atleast_1d(np.asarray(d[c])) for d in self._defer]) for c in range(5)]
+            self._add_entries(*cols)
         if results:
             self._after_round(int(results[-1].record["day"]))
+
+    def _add_entries(self, episodes, eids, horizons, due, actions) -> None:
+        pass
 
     def _day(self, snapshot, j: int, episodes: list[Episode], llm: LLMBackend) -> list[EpisodeResult]:
         raise NotImplementedError  # pragma: no cover
@@ -404,8 +411,12 @@ class PipeMemory(FinanceMethod):
             shown = np.asarray(u["shown"], dtype=np.int64)
             eids = shown if shown.size else np.array([-1], dtype=np.int64)
             day = int(self.days[r.record["day"]])
-            self.ledger.add(r.episode_id, eids, np.full(eids.size, self.hcol), day + self.ctx.horizons[self.hcol],
-                            float(s[self.hcol]))
+            n = eids.size
+            self._defer.append((np.full(n, r.episode_id), eids, np.full(n, self.hcol),
+                                np.full(n, day + self.ctx.horizons[self.hcol]), np.full(n, float(s[self.hcol]))))
+
+    def _add_entries(self, episodes, eids, horizons, due, actions) -> None:
+        self.ledger.add(episodes, eids, horizons, due, actions)
 
     def _state(self):
         return {"memory": self.memory, "ledger": self.ledger}

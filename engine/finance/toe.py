@@ -53,11 +53,62 @@ from engine.finance.config import ToEConfig
 from engine.finance.methods import FinanceMethod, StreamContext, _stats_for
 from engine.rounds import EpisodeResult
 from engine.store import ExperienceStore, normalized_key
-from kernels import reliability as KR
+from kernels import store_tree as KT
 
 
 def _collapse(text: str) -> str:
     return " ".join(str(text).split())
+
+
+class _FastView:
+    """The snapshot's store read without per-call validation, node texts decoded once per call.
+
+    Ids come from the snapshot itself (already checked by the store that wrote them), so the
+    hot path skips :class:`~engine.store.StoreView`'s boundary checks.
+    """
+
+    def __init__(self, view):
+        self._nodes, self._exp, self._block = view._nodes, view._exp, view._block
+        self._pk = view._pk_table
+        self._buf = view._text
+        self.H = view.n_horizons
+        self.active = view._exp["active"]
+        self.merged_into = view._exp["merged_into"]
+        self.reliability = view._block[:, : self.H]
+        self._texts: dict[int, str] = {}
+        self._dirs: dict[int, np.ndarray] = {}
+
+    def node_text(self, nid: int) -> str:
+        t = self._texts.get(nid)
+        if t is None:
+            ends = self._nodes["text_end"]
+            start = 0 if nid == 0 else int(ends[nid - 1])
+            t = self._texts[nid] = self._buf[start: int(ends[nid])].tobytes().decode("utf-8")
+        return t
+
+    def find(self, parent: int, key: int) -> int:
+        nd = self._nodes
+        return int(KT.pk_find(self._pk, nd["parent"], nd["key"], int(parent), np.uint64(key)))
+
+    def children(self, nid: int) -> list[int]:
+        first, nxt = self._nodes["first_child"], self._nodes["next_sibling"]
+        out, c = [], int(first[nid])
+        while c >= 0:
+            out.append(c)
+            c = int(nxt[c])
+        return out
+
+    def path_texts(self, eid: int) -> list[str]:
+        return [self.node_text(int(v)) for v in self._exp["path"][eid] if v >= 0]
+
+    def directions(self, fnode: int) -> np.ndarray:
+        """Active experience rows under a factor node, in creation order."""
+        d = self._dirs.get(fnode)
+        if d is None:
+            eids = self._nodes["eid"][self.children(fnode)] if fnode >= 0 else np.zeros(0, np.int64)
+            eids = eids[eids >= 0]
+            d = self._dirs[fnode] = eids[self.active[eids]] if eids.size else eids.astype(np.int64)
+        return d
 
 
 class _Overlay:
@@ -144,7 +195,8 @@ class PipeToE(FinanceMethod):
         return snap
 
     def _day(self, snapshot, j, episodes, llm):
-        view = ExperienceStore.from_snapshot({k[6:]: v for k, v in snapshot.items() if k.startswith("store_")})
+        view = _FastView(ExperienceStore.from_snapshot({k[6:]: v for k, v in snapshot.items()
+                                                        if k.startswith("store_")}))
         stats = _stats_for(episodes)
         ov = {e.payload[2]: _Overlay(view, self.ctx.horizons, self.cfg.q0, self.cfg.q_min, self.cfg.q_max)
               for e in episodes}
@@ -222,21 +274,13 @@ class PipeToE(FinanceMethod):
             ups[i]["fb_deltas"] = np.asarray(deltas[i], dtype=np.float64)
 
     def _candidates(self, view, fnode: int, news_vec: np.ndarray) -> np.ndarray:
-        eids = self._directions(view, fnode)
+        eids = view.directions(fnode)
         if eids.size > self.cfg.k1:
             vecs = self.ctx.embedder.embed([view.node_text(int(view._exp["path"][e, 2])) for e in eids])
             sims = vecs @ news_vec
             order = np.lexsort((np.arange(eids.size), -sims))[: self.cfg.k1]
             eids = eids[np.sort(order)]
         return eids
-
-    @staticmethod
-    def _directions(view, fnode: int) -> np.ndarray:
-        """Active experience rows under a factor node, in creation order."""
-        kids = view.children(fnode)
-        eids = view._nodes["eid"][kids]
-        eids = eids[eids >= 0]
-        return eids[view.active[eids]] if eids.size else eids
 
     def _structure(self, snapshot, view, day, industries, llm, stats, ov, ups):
         ctx = self.ctx
@@ -366,7 +410,7 @@ class PipeToE(FinanceMethod):
             o = ov[i]
             for ref in created[i]:
                 fnode, fkey = o.fnode_of[ref]
-                old = self._directions(view, fnode).tolist() if fnode >= 0 else []
+                old = view.directions(fnode).tolist() if fnode >= 0 else []
                 sibs = old + [r for r in o.new_under[fkey] if r > ref]  # older: own proposals made before this one
                 if not sibs:
                     continue
@@ -400,52 +444,84 @@ class PipeToE(FinanceMethod):
             ups[i]["merge_drop"] = np.asarray(drop_of[i], dtype=np.int64)
 
     # ------------------------------------------------------------------ the barrier
-    def _apply_one(self, r):
+    def apply(self, results) -> None:
+        """The day's updates in episode order, one store call per kind (industries' rows are disjoint,
+        so phase by phase equals episode by episode): LLM deltas, factor nodes, new directions,
+        recalls, merges, hits, ledger entries; then the formula rule's due feedback."""
         st = self.store
-        u = r.updates
-        i = int(r.record["industry"])
-        if u["fb_entries"].size:  # LLM-based updater, eq. (10), entry order
-            st.resolve(np.asarray(u["fb_entries"], np.int64), rewards=np.asarray(u["fb_deltas"], np.float64),
+        fb = [r for r in results if r.updates["fb_entries"].size]
+        if fb:  # LLM-based updater, eq. (10), entry order
+            st.resolve(np.concatenate([np.asarray(r.updates["fb_entries"], np.int64) for r in fb]),
+                       rewards=np.concatenate([np.asarray(r.updates["fb_deltas"], np.float64) for r in fb]),
                        rule="delta")
-        ind = self.ctx.market.industries[i]
-        for k, f in zip(u["route_news"].tolist(), u["route_factor"].tolist()):
-            f = _collapse(f)
-            self.route[k, i] = st.add_nodes([[ind, f]], keys=[[normalized_key(ind), normalized_key(f)]])[0]
+        paths, created, first_new = [], [], {}
+        for r in results:
+            u, i = r.updates, int(r.record["industry"])
+            ind = self.ctx.market.industries[i]
+            for k, f in zip(u["route_news"].tolist(), u["route_factor"].tolist()):
+                f = _collapse(f)
+                self.route[k, i] = st.add_nodes([[ind, f]], keys=[[normalized_key(ind), normalized_key(f)]])[0]
+            first_new[r.episode_id] = len(paths)
+            for f, d in zip(u["new_factor"].tolist(), u["new_direction"].tolist()):
+                paths.append([ind, str(f), str(d)])
+                created.append(float(r.record["day"]))
         rows = np.zeros(0, np.int64)
-        if u["new_direction"].size:
-            paths = [[ind, str(f), str(d)] for f, d in zip(u["new_factor"].tolist(), u["new_direction"].tolist())]
-            keys = [[normalized_key(t) for t in p] for p in paths]
-            rows = st.add_paths(paths, keys=keys, created=np.full(len(paths), float(r.record["day"])))
+        if paths:
+            rows = st.add_paths(paths, keys=[[normalized_key(t) for t in p] for p in paths],
+                                created=np.asarray(created))
             self._grow_channel_hits()
 
-        def row(ref):
-            return int(rows[-1 - ref]) if ref < 0 else int(ref)
+        def rows_of(r, refs) -> np.ndarray:
+            """Store rows of an episode's references (``-1 - m``: its m-th new direction)."""
+            refs = np.asarray(refs, dtype=np.int64)
+            new = refs < 0
+            if new.any():
+                refs = refs.copy()
+                refs[new] = rows[first_new[r.episode_id] - 1 - refs[new]]
+            return refs
 
-        rec = [row(x) for x in u["recall"].tolist()] + [row(x) for x in u["proposal_recall"].tolist()]
-        if rec:
-            st.record_recall(np.asarray(rec, np.int64))
-        for keep, drop in zip(u["merge_keep"].tolist(), u["merge_drop"].tolist()):
-            k, d = st.canonical([row(keep), row(drop)])
-            if k != d:
-                st.merge(int(k), int(d))
-                self.channel_hits[k] += self.channel_hits[d]
-                self.channel_hits[d] = 0
-        if u["hit"].size:
-            hits = st.canonical(np.asarray([row(x) for x in u["hit"].tolist()], np.int64))
+        rec = [rows_of(r, np.concatenate([r.updates["recall"], r.updates["proposal_recall"]])) for r in results]
+        rec = np.concatenate(rec) if rec else np.zeros(0, np.int64)
+        if rec.size:
+            st.record_recall(rec)
+        for r in results:
+            u = r.updates
+            for keep, drop in zip(rows_of(r, u["merge_keep"]).tolist(), rows_of(r, u["merge_drop"]).tolist()):
+                k, d = st.canonical([keep, drop])
+                if k != d:
+                    st.merge(int(k), int(d))
+                    self.channel_hits[k] += self.channel_hits[d]
+                    self.channel_hits[d] = 0
+        hits = [rows_of(r, r.updates["hit"]) for r in results]
+        hits = np.concatenate(hits) if hits else np.zeros(0, np.int64)
+        if hits.size:
+            hits = st.canonical(hits)
             st.record_hit(hits)
-            ch = np.asarray(u["hit_channel"], np.int64)
             if self.n_channels:
+                ch = np.concatenate([np.asarray(r.updates["hit_channel"], np.int64) for r in results])
                 ok = ch >= 0
                 np.add.at(self.channel_hits, (hits[ok], ch[ok]), 1)
-        used = np.asarray([row(x) for x in u["used"].tolist()], np.int64)
-        s = r.record["s"]
-        if used.size and np.isfinite(s[0]):
-            used = np.asarray(list(dict.fromkeys(st.canonical(used).tolist())), np.int64)
+        H = len(self.ctx.horizons)
+        horizons = np.asarray(self.ctx.horizons, np.int64)
+        cols: list[list[np.ndarray]] = [[], [], [], [], []]
+        into = st.merged_into
+        for r in results:
+            used = rows_of(r, r.updates["used"])
+            s = r.record["s"]
+            if not (used.size and np.isfinite(s[0])):
+                continue
+            if (into[used] >= 0).any():  # merged at this barrier: the experience it went into, once
+                used = np.asarray(list(dict.fromkeys(st.canonical(used).tolist())), np.int64)
             day = int(self.days[r.record["day"]])
-            H = len(self.ctx.horizons)
-            st.defer(np.full(used.size * H, r.episode_id), np.tile(used, H), np.repeat(np.arange(H), used.size),
-                     np.repeat(day + np.asarray(self.ctx.horizons, np.int64), used.size),
-                     np.repeat(np.asarray(s, np.float64), used.size))
+            cols[0].append(np.full(used.size * H, r.episode_id))
+            cols[1].append(np.tile(used, H))
+            cols[2].append(np.repeat(np.arange(H), used.size))
+            cols[3].append(np.repeat(day + horizons, used.size))
+            cols[4].append(np.repeat(np.asarray(s, np.float64), used.size))
+        if cols[0]:  # ToE eq. (7): r = a_t * o_{t+h}, due on day t + h
+            st.defer(*(np.concatenate(c) for c in cols))
+        if results:
+            self._after_round(int(results[-1].record["day"]))
 
     def _after_round(self, j: int) -> None:
         """Formula rule (eq. (A6)): every entry due by the next day's predictions, entry order, once."""

@@ -458,9 +458,12 @@ class ExperienceStore(StoreReader):
         :class:`StoreError`; nothing changes on any error.
         """
         entries, eids, hcols, r = self.ledger.prepare(entries, outcomes, rewards)
-        eids = self.canonical(eids)
-        keep = _first_of_each(self.ledger.column("episode")[entries], hcols, eids)
-        self.update(eids[keep], r[keep], rule, horizon=hcols[keep], **params)
+        moved = self.canonical(eids)
+        if np.array_equal(moved, eids):  # no merged experience: (episode, eid, horizon) keys are unique
+            self.update(eids, r, rule, horizon=hcols, **params)
+        else:
+            keep = _first_of_each(self.ledger.column("episode")[entries], hcols, moved)
+            self.update(moved[keep], r[keep], rule, horizon=hcols[keep], **params)
         self.ledger.mark_applied(entries, r)
 
     # --- snapshots and persistence --------------------------------------------------------
