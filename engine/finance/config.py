@@ -140,3 +140,11 @@ def load_finance_config(data: Mapping[str, Any]) -> FinanceConfig:
     cfg = from_dict(FinanceConfig, own, "")
     check_files(cfg.prompts, "finance")
     return cfg
+
+
+def check_executor(cfg: FinanceConfig, options) -> None:
+    """Custom prompt templates are activated in the driver's process only: they need the local executor."""
+    executor = getattr(options, "executor", "local")
+    if (cfg.prompts.file or cfg.prompts.baselines) and executor != "local":
+        raise ConfigError("prompts.file / prompts.baselines: custom templates are activated in this process "
+                          f"and need the local executor, got executor {executor!r}")

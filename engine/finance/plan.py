@@ -6,7 +6,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any, Mapping
 
-from engine.finance.config import FinanceConfig, load_finance_config
+from engine.finance.config import FinanceConfig, check_executor, load_finance_config
 
 KEYS = tuple(f.name for f in dataclasses.fields(FinanceConfig))
 
@@ -22,6 +22,7 @@ def plan(config: Mapping[str, Any], options) -> dict[str, Any]:
     from engine.llm.config import load_llm_config
 
     cfg = load_finance_config(config)
+    check_executor(cfg, options)
     market = build_market(cfg)
     days = evaluation_days(market, cfg)  # the synthetic generator is cheap; files are read and checked
     llm = load_llm_config(config.get("llm"))

@@ -53,11 +53,12 @@ class FinanceTask:
         from engine import templates
         from engine.embed import embedder_from_table
         from engine.finance import prompts as _prompts  # noqa: F401  (registers the finance prompts)
-        from engine.finance.config import load_finance_config
+        from engine.finance.config import check_executor, load_finance_config
         from engine.finance.experiment import build_market, evaluation_days
         from engine.llm.config import load_llm_config
 
         cfg = load_finance_config(config)
+        check_executor(cfg, options)
         llm_cfg = load_llm_config(config.get("llm"))
         sets, warning = templates.activate_for_run(
             [("finance", cfg.prompts.file), ("baselines", cfg.prompts.baselines)], llm_cfg)
