@@ -29,6 +29,9 @@ _SOURCE = {
     "wall_s": "wall_s",
 }
 REQUIRED = ("method", "seed", "phase", "episode_id") + tuple(_SOURCE.values())
+# Format failures per puzzle (engine.game24.tot): summarized when every record of a group has them
+# (records written before they were counted have not; they are left out, not taken as zero)
+OPTIONAL = ("unusable_lines", "unusable_values")
 
 
 def _check(records: Sequence[Mapping[str, Any]]) -> None:
@@ -46,6 +49,9 @@ def seed_metrics(records: Sequence[Mapping[str, Any]]) -> dict[str, float]:
     out: dict[str, float] = {"n": float(len(records))}
     for name, src in _SOURCE.items():
         out[name] = float(np.mean(np.asarray([float(r[src]) for r in records], dtype=np.float64)))
+    for name in OPTIONAL:
+        if all(name in r and r[name] is not None for r in records):
+            out[name] = float(np.mean(np.asarray([float(r[name]) for r in records], dtype=np.float64)))
     return out
 
 
@@ -78,7 +84,7 @@ def summarize(records: Sequence[Mapping[str, Any]], phase: str = "test",
                              f"{sorted({m for m, _ in groups})}")
         per_seed = [seed_metrics(groups[(method, s)]) for s in seeds]
         rec: dict[str, Any] = {"method": method, "seeds": seeds, "n_puzzles": int(per_seed[0]["n"])}
-        for name in METRICS:
+        for name in METRICS + tuple(n for n in OPTIONAL if all(n in p for p in per_seed)):
             vals = np.array([p[name] for p in per_seed])
             rec[name] = float(vals.mean())
             rec[f"{name}_std"] = float(vals.std(ddof=1)) if len(vals) > 1 else 0.0

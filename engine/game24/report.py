@@ -63,8 +63,9 @@ def markdown_table(summary: Sequence[Mapping[str, Any]], backend: str, model: st
     lines = [
         f"**{title}** - backend: {backend_label(backend, model)}",
         "",
-        "| Method | Accuracy (any of b) ↑ | Accuracy (first) ↑ | Avg. Calls ↓ | Samples | Tokens | Wall s | Seeds |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| Method | Accuracy (any of b) ↑ | Accuracy (first) ↑ | Avg. Calls ↓ | Samples | Tokens | Wall s "
+        "| Unusable lines / values ↓ | Seeds |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for rec in summary:
         name = rec.get("label") or display_name(rec["method"])
@@ -72,14 +73,23 @@ def markdown_table(summary: Sequence[Mapping[str, Any]], backend: str, model: st
         lines.append(
             f"| {name} | {100 * rec['acc_any']:.1f}% ± {100 * rec['acc_any_std']:.1f} "
             f"| {100 * rec['acc_first']:.1f}% | {rec['calls']:.1f} ± {rec['calls_std']:.1f} "
-            f"| {rec['samples']:.1f} | {rec['tokens']:.0f} | {rec['wall_s']:.3f} | {len(rec['seeds'])} |"
+            f"| {rec['samples']:.1f} | {rec['tokens']:.0f} | {rec['wall_s']:.3f} | {_unusable(rec)} "
+            f"| {len(rec['seeds'])} |"
         )
     n = summary[0]["n_puzzles"] if summary else 0
-    lines += ["", f"Per test puzzle ({n} puzzles), mean over seeds ± std across seeds."]
+    lines += ["", f"Per test puzzle ({n} puzzles), mean over seeds ± std across seeds. Unusable: proposal "
+              "lines not of the form \"a op b = c (left: ...)\" and value samples without a label on the last "
+              "line (format failures, counted, never raised; - where a run did not count them)."]
     lines += list(notes)
     if sim:
         lines.append("SIMULATED: produced by the seeded simulated Game-of-24 policy, a test harness, not a model.")
     return "\n".join(lines) + "\n"
+
+
+def _unusable(rec: Mapping[str, Any]) -> str:
+    if "unusable_lines" not in rec or "unusable_values" not in rec:
+        return "-"
+    return f"{rec['unusable_lines']:.1f} / {rec['unusable_values']:.1f}"
 
 
 def plot_accuracy_vs_calls(summary: Sequence[Mapping[str, Any]], path: Path, backend: str) -> None:

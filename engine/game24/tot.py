@@ -63,6 +63,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import re
 import time
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -73,7 +74,7 @@ import numpy as np
 from engine.config import check
 from engine.errors import InputError
 from engine.game24 import prompts as P
-from engine.game24.checks import answer_ok, state_key, step_ok
+from engine.game24.checks import answer_ok, normalise_step, state_key, step_ok
 from engine.game24.hooks import (
     EMPTY,
     PHASE_PROPOSE,
@@ -88,7 +89,10 @@ from engine.game24.hooks import (
 )
 from engine.game24.trajectory import Branch, canonical_numbers
 from engine.llm.base import LLMBackend, MeteredBackend, Request, Usage, answered_by
+from engine.llm.structured import GAME24_ANSWER, GAME24_STEP, GAME24_STEP_LINE, GAME24_VALUE
 from engine.rounds import Episode, EpisodeResult, Snapshot
+
+_STEP_LINE = re.compile(GAME24_STEP_LINE)
 
 N_ARITH_STEPS = 3
 N_STEPS = 4  # the reference's task.steps: three arithmetic steps, then the answer
@@ -231,6 +235,10 @@ class _Run:
     steps_run: int = 0
     finished: bool = False
     by_experience: bool = False
+    # format failures (engine.llm.structured): proposal lines not of the form "a op b = c (left: ...)",
+    # and value samples whose last line is no label; counted, never raised
+    unusable_lines: int = 0
+    unusable_values: int = 0
 
     @property
     def key(self) -> str:
@@ -364,7 +372,7 @@ class ToTSearch:
             requests.append(Request(
                 prompt=prompt, n=1, temperature=cfg.propose_temperature, max_tokens=max_tokens,
                 seed=request_seed(run.episode.seed, "propose", step, node.text, bare),
-                episode=run.key,
+                episode=run.key, constraint=GAME24_ANSWER if is_answer else GAME24_STEP,
             ))
             owners.append((run, node, is_answer))
         responses = llm.generate(requests) if requests else []
@@ -374,6 +382,8 @@ class ToTSearch:
             out = candidates[id(run)]
             for line in text.split("\n"):  # get_proposals: one thought per piece, as written
                 nxt = None if (is_answer or node.branch is None) else step_ok(node.branch, line)
+                if not is_answer and line.strip() and not _STEP_LINE.fullmatch(normalise_step(line).strip()):
+                    run.unusable_lines += 1
                 if cfg.drop_invalid_steps and (not line.strip() if is_answer else nxt is None):
                     continue
                 out.append(_Node(node.text + line + "\n", nxt))
@@ -433,7 +443,7 @@ class ToTSearch:
                         else request_seed(run.episode.seed, "value", prompt))
                 requests.append(Request(
                     prompt=prompt, n=cfg.n_evaluate, temperature=cfg.value_temperature,
-                    max_tokens=cfg.value_max_tokens, seed=seed, episode=run.key,
+                    max_tokens=cfg.value_max_tokens, seed=seed, episode=run.key, constraint=GAME24_VALUE,
                 ))
             waiting[slot].append(node)
         responses = llm.generate(requests) if requests else []
@@ -441,6 +451,7 @@ class ToTSearch:
         for (slot, nodes), resp in zip(waiting.items(), responses):
             value = value_outputs_unwrap(first_y[slot], [c.text for c in resp.completions])
             run = by_key[slot[0]]
+            run.unusable_values += sum(c.text.split("\n")[-1] not in P.VALUE_MAP for c in resp.completions)
             run.value_cache[slot[1]] = value
             if self.run_cache is not None:
                 run.new_cache.append((prompt_key(slot[1]), value))
@@ -622,4 +633,6 @@ def _record(method: ToTMethod, run: _Run, trace: EpisodeTrace, usage: Usage, wal
         "retrieved_ids": sorted({int(i) for i in trace.retrieved}),  # experiences recalled (unique)
         "used_ids": [int(i) for i in trace.used],  # experiences whose continuation was used
         "first_output": first.strip().splitlines()[-1] if first.strip() else "",
+        "unusable_lines": run.unusable_lines,
+        "unusable_values": run.unusable_values,
     }

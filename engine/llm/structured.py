@@ -83,13 +83,19 @@ def prophet_forecast(markets: Sequence[str]) -> Constraint:
     return Constraint("prophet_forecast", schema_json=json.dumps(schema))
 
 
-_NUM = r"[0-9]+(\.[0-9]+)?"
-_GNUM = '[0-9]+ ("." [0-9]+)?'
-GAME24_VALUE = Constraint("game24_value", regex=r"(sure|likely|impossible)",
-                          grammar='root ::= "sure" | "likely" | "impossible"')
-GAME24_STEP = Constraint(  # "4 + 8 = 12 (left: 8 10 12)", one line per proposal
+_NUM = r"-?[0-9]+(\.[0-9]+|/[0-9]+)?"  # an integer, a decimal or an exact fraction ("8/3")
+_GNUM = '"-"? [0-9]+ ("." [0-9]+ | "/" [0-9]+)?'
+# One proposal line, "4 + 8 = 12 (left: 8 10 12)"; the search also counts lines that do not match it
+GAME24_STEP_LINE = rf"{_NUM} [-+*/] {_NUM} = {_NUM} \(left: {_NUM}( {_NUM})*\)"
+GAME24_VALUE = Constraint(  # ToT's value answer: up to 4 reasoning lines (the prompt's examples use 1-3), then
+    "game24_value",           # the label alone on the last line, where the search reads it
+    regex=r"([^\n]*\n){0,4}(sure|likely|impossible)",
+    grammar=('root ::= (reason "\\n"){0,4} label\nreason ::= [^\\n]*\n'
+             'label ::= "sure" | "likely" | "impossible"'),
+)
+GAME24_STEP = Constraint(  # one proposal per line
     "game24_step",
-    regex=rf"({_NUM} [-+*/] {_NUM} = {_NUM} \(left: {_NUM}( {_NUM})*\)\n?)+",
+    regex=rf"({GAME24_STEP_LINE}\n?)+",
     grammar=(f'root ::= line+\nline ::= num " " op " " num " = " num " (left: " num (" " num)* ")" "\\n"?\n'
              f'op ::= [-+*/]\nnum ::= {_GNUM}'),
 )

@@ -236,3 +236,37 @@ def test_negative_number_at_line_start_is_not_a_bullet():
     b = Branch((F(-12), F(-2)), ("(1 - 13)", "(1 - 3)"))
     nxt = step_ok(b, "-2 * -12 = 24 (left: 24)")
     assert nxt is not None and nxt.reached_24 and nxt.answer_line() == "Answer: (1 - 3) * (1 - 13) = 24"
+
+
+def test_every_request_carries_its_answer_shape_and_format_failures_are_counted():
+    import re
+
+    from engine.llm.structured import GAME24_ANSWER, GAME24_STEP, GAME24_VALUE
+
+    llm = Scripted()
+    method = ToTMethod(config=ToTConfig(breadth=2))
+    (res,) = method.run_episodes(method.snapshot(), _episodes([(4, 9, 10, 13)]), llm)
+    want = {"propose": GAME24_STEP, "answer": GAME24_ANSWER, "value": GAME24_VALUE, "value_last": GAME24_VALUE}
+    for batch in llm.batches:
+        for r in batch:
+            assert r.constraint == want[_kind(r.prompt)]
+    # the scripted proposals obey the step shape except the one malformed line ("this is not a step");
+    # the wrong-arithmetic lines have the right shape: a skill failure, not a format failure
+    assert res.record["unusable_lines"] == 1
+    assert res.record["unusable_values"] == 0
+    assert not re.fullmatch(GAME24_STEP.regex, "this is not a step")
+    assert re.fullmatch(GAME24_STEP.regex, "\n".join(PROPOSALS["4 6"]))
+    assert re.fullmatch(GAME24_VALUE.regex, "thinking\nsure") and re.fullmatch(GAME24_ANSWER.regex, ANSWER)
+
+
+def test_value_samples_without_a_label_are_counted_not_raised():
+    class NoLabels(Scripted):
+        def generate(self, requests):
+            out = super().generate(requests)
+            return [Response(tuple(Completion(c.text.replace("\nsure", "\nsure.").replace("\nlikely", "\nok"), 1)
+                                   for c in r.completions), r.prompt_tokens, 0.0, self.name, self.model)
+                    if _kind(q.prompt) == "value" else r for q, r in zip(requests, out)]
+
+    method = ToTMethod(config=ToTConfig(breadth=2))
+    (res,) = method.run_episodes(method.snapshot(), _episodes([(4, 9, 10, 13)]), NoLabels())
+    assert res.record["unusable_values"] > 0

@@ -177,3 +177,32 @@ def test_constrained_smollm2_forecast_parses_through_both_paths():
         probs, problem = parse_prophet_answer(resp.texts[0], MARKETS)
         assert probs is not None, (resp.texts[0], problem)
         assert set(probs) == set(MARKETS) and all(0 <= p <= 1 for p in probs.values())
+
+
+@pytest.mark.local_model
+def test_constrained_smollm2_writes_game24_lines_through_the_grammars():
+    """The Game-of-24 GBNF grammars are valid llama.cpp grammars, and what they let SmolLM2 write
+    is what the ToT search parses (the regex twins describe the same lines)."""
+    import re
+
+    pytest.importorskip("xllamacpp")
+    from engine.game24 import prompts as P
+    from engine.llm.local_backend import LocalLlamaBackend
+    from engine.llm.structured import GAME24_ANSWER
+
+    backend = LocalLlamaBackend(threads=2, parallel=2, context=2048)
+    try:
+        out = backend.generate([
+            Request(prompt=P.propose_prompt("4 5 6 10"), max_tokens=60, temperature=0.7, seed=3, constraint=GAME24_STEP),
+            Request(prompt=P.value_prompt("4 6"), max_tokens=60, temperature=0.7, seed=4, constraint=GAME24_VALUE),
+            Request(prompt=P.answer_prompt("4 5 6 10", "10 - 4 = 6 (left: 5 6 6)\n"), max_tokens=40,
+                    temperature=0.7, seed=5, constraint=GAME24_ANSWER),
+        ])
+    finally:
+        backend.close()
+    step, value, answer = (r.texts[0] for r in out)
+    # a cut at max_tokens can end a line early; every complete line has the step shape
+    lines = step.split("\n")
+    assert all(re.fullmatch(GAME24_STEP.regex, ln) for ln in lines[:-1] if ln), step
+    assert value.split("\n")[-1] in ("sure", "likely", "impossible") or len(value.split()) >= 40, value
+    assert answer.startswith("Answer: "), answer
