@@ -84,3 +84,33 @@ def test_stream(benchmark, setup, name):
     benchmark.pedantic(once, rounds=5, iterations=1)
     RESULTS[name] = benchmark.stats.stats.mean
     _report(name)
+
+
+def test_side_by_side_interleaved(setup):
+    """Pipe+ToE, round loop vs day-by-day reference, alternated 5 times (load drifts hit both alike)."""
+    import time
+
+    cfg, market, days, emb = setup
+    n = market.n_industries
+
+    def old():
+        method = reference.PipeToE(StreamContext(market, cfg.protocol, cfg.sampling, 0, emb), cfg.toe, "formula", 9)
+        llm = SimulatedFinancePolicy(0)
+        for d in days.tolist():
+            method.step(d, llm)
+
+    def new():
+        method = build_method("Pipe+ToE", StreamContext(market, cfg.protocol, cfg.sampling, 0, emb), days, cfg, 9)
+        LocalExecutor().run(method, stream_episodes(days, n, 0), lambda: SimulatedFinancePolicy(0), round_size=n)
+
+    old(), new()  # warm-up
+    times = {"old": [], "new": []}
+    for _ in range(5):
+        for name, fn in (("old", old), ("new", new)):
+            t0 = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - t0)
+    ratios = sorted(b / a for a, b in zip(times["old"], times["new"]))
+    print(f"\nPipe+ToE interleaved over {DAYS} days: round loop / reference, min {min(times['new']) / min(times['old']):.2f}x, "
+          f"median of pairs {ratios[2]:.2f}x; per trading day min {1000 * min(times['new']) / DAYS:.2f} ms "
+          f"vs {1000 * min(times['old']) / DAYS:.2f} ms")
