@@ -42,7 +42,7 @@ class TaskEntry:
 
 TASKS = {
     "game24": TaskEntry("engine.game24.experiment:run", "engine.game24.plan:plan", "engine.game24.plan:KEYS"),
-    "finance": TaskEntry("engine.finance.experiment:run", "engine.finance.plan:plan", "engine.finance.plan:KEYS"),
+    "finance": TaskEntry("engine.finance.task:run", "engine.finance.plan:plan", "engine.finance.plan:KEYS"),
     "forecast": TaskEntry("engine.forecast.experiment:run", "engine.forecast.plan:plan_prophet_arena",
                           "engine.forecast.plan:PROPHET_ARENA_KEYS"),
     "futurex": TaskEntry("engine.forecast.futurex_experiment:run", "engine.forecast.plan:plan_futurex",

@@ -1,7 +1,7 @@
 """``toe run configs/finance-synthetic.toml``: every method, every seed, IC tables, plots, the trees.
 
-The run goes through the engine's one runner (:func:`engine.runner.run_task`
-with :class:`engine.finance.task.FinanceTask`): one round per trading day on
+The run goes through the engine's one runner (:func:`engine.finance.task.run`:
+:func:`engine.runner.run_task` with :class:`engine.finance.task.FinanceTask`): one round per trading day on
 the local or the Ray executor, checkpoints with ``[protocol] checkpoint = true``.
 This module holds the task's building blocks: the market, the evaluated days,
 the LLM backend and the methods by name.
@@ -92,10 +92,3 @@ def build_method(name: str, ctx, days, cfg: FinanceConfig, n_channels: int):
     if name == "Pipe+ToE (LLM update)":
         return PipeToE(ctx, days, cfg.toe, "llm", n_channels)
     raise ConfigError(f"unknown method {name!r}")
-
-
-def run(config: dict, options) -> int:
-    from engine.finance.task import FinanceTask
-    from engine.runner import run_task
-
-    return run_task(FinanceTask(), config, options)

@@ -227,3 +227,10 @@ def reliability_truth(method, truth: dict) -> dict:
 def _f(x) -> float | None:
     x = float(x)
     return None if not np.isfinite(x) else round(x, 6)
+
+
+def run(config: dict, options) -> int:
+    """``toe run`` for ``task = "finance"`` (engine.tasks.TASKS)."""
+    from engine.runner import run_task
+
+    return run_task(FinanceTask(), config, options)
