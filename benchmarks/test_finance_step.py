@@ -27,7 +27,7 @@ from engine.executor import LocalExecutor
 from engine.finance.config import FinanceConfig
 from engine.finance.experiment import build_market, build_method, evaluation_days
 from engine.finance.methods import StreamContext, stream_episodes
-from engine.finance.simulated import SimulatedFinancePolicy
+from engine.finance.simulated import simulated_backend
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _finance_reference as reference  # noqa: E402
@@ -61,7 +61,7 @@ def test_reference_day_by_day(benchmark, setup):
     def once():
         ctx = StreamContext(market, cfg.protocol, cfg.sampling, 0, emb)
         method = reference.PipeToE(ctx, cfg.toe, "formula", 9)
-        llm = SimulatedFinancePolicy(0)
+        llm = simulated_backend(0)
         for d in days.tolist():
             method.step(d, llm)
 
@@ -77,7 +77,7 @@ def test_stream(benchmark, setup, name):
     def once():
         ctx = StreamContext(market, cfg.protocol, cfg.sampling, 0, emb)
         method = build_method(name, ctx, days, cfg, 9)
-        LocalExecutor().run(method, stream_episodes(days, market.n_industries, 0), lambda: SimulatedFinancePolicy(0),
+        LocalExecutor().run(method, stream_episodes(days, market.n_industries, 0), lambda: simulated_backend(0),
                             round_size=market.n_industries)
 
     once()  # warm-up
@@ -95,13 +95,13 @@ def test_side_by_side_interleaved(setup):
 
     def old():
         method = reference.PipeToE(StreamContext(market, cfg.protocol, cfg.sampling, 0, emb), cfg.toe, "formula", 9)
-        llm = SimulatedFinancePolicy(0)
+        llm = simulated_backend(0)
         for d in days.tolist():
             method.step(d, llm)
 
     def new():
         method = build_method("Pipe+ToE", StreamContext(market, cfg.protocol, cfg.sampling, 0, emb), days, cfg, 9)
-        LocalExecutor().run(method, stream_episodes(days, n, 0), lambda: SimulatedFinancePolicy(0), round_size=n)
+        LocalExecutor().run(method, stream_episodes(days, n, 0), lambda: simulated_backend(0), round_size=n)
 
     old(), new()  # warm-up
     times = {"old": [], "new": []}

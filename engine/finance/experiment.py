@@ -52,17 +52,14 @@ def evaluation_days(market: Market, cfg: FinanceConfig) -> np.ndarray:
 
 
 def make_llm(llm_table, cfg: FinanceConfig, seed: int):
-    """The finance simulated policy for ``llm.backend = "simulated"``, else the engine's backend factory."""
+    """The ``[llm]`` backend; ``simulated`` answers with this task's policy (``[simulated_finance]``), seeded by the run."""
+    from dataclasses import replace
+
+    from engine.finance.simulated import FinancePolicy
     from engine.llm.config import load_llm_config
-
-    llm_cfg = load_llm_config(llm_table)
-    if llm_cfg.backend == "simulated":
-        from engine.finance.simulated import SimulatedFinancePolicy
-
-        return SimulatedFinancePolicy(seed=seed, params=cfg.simulated_finance)
     from engine.llm.factory import make_backend
 
-    return make_backend(llm_cfg)
+    return make_backend(replace(load_llm_config(llm_table), seed=seed), policy=FinancePolicy(cfg.simulated_finance))
 
 
 class FinanceLLMFactory:

@@ -6,7 +6,7 @@ import pytest
 from engine.finance.config import ProtocolConfig, SamplingConfig, ToEConfig
 from engine.executor import LocalExecutor
 from engine.finance.methods import StreamContext, stream_episodes
-from engine.finance.simulated import SimulatedFinancePolicy
+from engine.finance.simulated import simulated_backend
 from engine.finance.synthetic import SyntheticConfig, eval_days, generate_market
 from engine.finance.task import reliability_truth
 from engine.finance.toe import PipeToE
@@ -20,7 +20,7 @@ def test_reliability_ranks_predictive_above_misleading(embedder):
         ctx = StreamContext(m, ProtocolConfig(horizons=m.horizons), SamplingConfig(), seed, embedder)
         days = eval_days(m)
         method = PipeToE(ctx, days, ToEConfig(), n_channels=len(m.truth["channels"]))
-        LocalExecutor().run(method, stream_episodes(days, m.n_industries, seed), lambda: SimulatedFinancePolicy(seed),
+        LocalExecutor().run(method, stream_episodes(days, m.n_industries, seed), lambda: simulated_backend(seed),
                             round_size=m.n_industries)
         rt = reliability_truth(method, m.truth)
         rhos.append([rt["spearman"][h] for h in ("10", "20", "40")])

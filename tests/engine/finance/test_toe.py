@@ -8,7 +8,7 @@ import pytest
 from engine.executor import LocalExecutor
 from engine.finance.config import ProtocolConfig, SamplingConfig, ToEConfig
 from engine.finance.methods import StreamContext, stream_episodes
-from engine.finance.simulated import SimulatedFinancePolicy
+from engine.finance.simulated import simulated_backend
 from engine.finance.synthetic import eval_days
 from engine.finance.toe import PipeToE
 from engine.llm.base import Completion, Response
@@ -120,7 +120,7 @@ def test_merges_keep_store_counts_consistent(small_market, embedder):
 
 
 def test_one_batched_call_per_stage_per_round(small_market, embedder):
-    sim = SimulatedFinancePolicy(0)
+    sim = simulated_backend(0)
 
     class Recorder:
         name, model = sim.name, sim.model
@@ -152,7 +152,7 @@ def test_one_batched_call_per_stage_per_round(small_market, embedder):
 def test_delayed_feedback_resolves_each_entry_once_when_due(small_market, embedder, update):
     days = eval_days(small_market)
     method = _method(small_market, embedder, days, update=update)
-    results = _drive(method, SimulatedFinancePolicy(0), days, small_market.n_industries)
+    results = _drive(method, simulated_backend(0), days, small_market.n_industries)
     led = method.store.ledger
     due, status = led.column("due"), led.column("status")
     # formula: resolved at the barrier before the day its return is known; LLM: by that day's episode
@@ -170,7 +170,7 @@ def test_checkpoint_state_round_trips(small_market, embedder, tmp_path):
     days = eval_days(small_market)[:12]
     n = small_market.n_industries
     a = _method(small_market, embedder, days)
-    _drive(a, SimulatedFinancePolicy(0), days, n)
+    _drive(a, simulated_backend(0), days, n)
     a.save_state(tmp_path)
     b = _method(small_market, embedder, days)
     b.load_state(tmp_path)
