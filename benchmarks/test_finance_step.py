@@ -1,26 +1,36 @@
-"""Cost of Pipe+ToE's per-day machinery relative to experience-free Pipe (figures are SIMULATED).
+"""Cost per trading day of the finance methods on the round loop (figures are SIMULATED).
 
 Workload: the first DAYS evaluated days of the default synthetic market
 (configs/finance-synthetic.toml, 8 industries) answered by the simulated finance
 policy (engine.finance.simulated: a test harness, not a language model). Each
-benchmark runs a fresh method over the same days; reported as the ratio of
-Pipe+ToE's (and Pipe+Mem0's, Pipe+MemRL's) wall time to Pipe's, measured in the
-same run. One warm-up round per method (imports, embedder caches) is excluded.
+benchmark runs a fresh method over the same days on the local executor (one
+round per day: snapshot, the day's episodes, the barrier), or, for the
+reference, the day-by-day Pipe+ToE that had its own tree and ledger
+(benchmarks/_finance_reference.py, commit 15eab27). Reported: each method's wall
+time relative to Pipe's, and the round-loop Pipe+ToE relative to the reference,
+measured in the same run. One warm-up pass per method (imports, JIT, embedder
+caches) is excluded.
 
-    python -m pytest benchmarks/test_finance_step.py -p no:cacheprovider --benchmark-columns=mean,stddev,rounds
+    python -m pytest benchmarks/test_finance_step.py -s -p no:cacheprovider --benchmark-columns=mean,stddev,rounds
 """
 
 from __future__ import annotations
 
 import os
+import sys
+from pathlib import Path
 
 import pytest
 
 from engine.embed import embedder_from_table
+from engine.executor import LocalExecutor
 from engine.finance.config import FinanceConfig
-from engine.finance.experiment import build_market, build_method, evaluation_days, run_method
-from engine.finance.methods import StreamContext
+from engine.finance.experiment import build_market, build_method, evaluation_days
+from engine.finance.methods import StreamContext, stream_episodes
 from engine.finance.simulated import simulated_backend
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _finance_reference as reference  # noqa: E402
 
 DAYS = int(os.environ.get("TOE_BENCH_FIN_DAYS", 60))
 RESULTS: dict[str, float] = {}
@@ -34,17 +44,73 @@ def setup():
     return cfg, market, days, embedder_from_table(None)
 
 
+def _report(name: str) -> None:
+    if "Pipe" in RESULTS and name != "Pipe":
+        print(f"\n{name}: {RESULTS[name] / RESULTS['Pipe']:.2f}x Pipe's wall time over {DAYS} days "
+              f"({1000 * RESULTS[name] / DAYS:.2f} ms per trading day)")
+    if name == "Pipe+ToE" and "Pipe+ToE (day-by-day reference)" in RESULTS:
+        ref = RESULTS["Pipe+ToE (day-by-day reference)"]
+        print(f"\nPipe+ToE round loop / day-by-day reference: {RESULTS[name] / ref:.2f}x "
+              f"({1000 * RESULTS[name] / DAYS:.2f} vs {1000 * ref / DAYS:.2f} ms per trading day)")
+
+
+def test_reference_day_by_day(benchmark, setup):
+    """The old implementation: PipeToE.step(day) on its own ExperienceTree and PendingFeedback."""
+    cfg, market, days, emb = setup
+
+    def once():
+        ctx = StreamContext(market, cfg.protocol, cfg.sampling, 0, emb)
+        method = reference.PipeToE(ctx, cfg.toe, "formula", 9)
+        llm = simulated_backend(0)
+        for d in days.tolist():
+            method.step(d, llm)
+
+    once()  # warm-up
+    benchmark.pedantic(once, rounds=5, iterations=1)
+    RESULTS["Pipe+ToE (day-by-day reference)"] = benchmark.stats.stats.mean
+
+
 @pytest.mark.parametrize("name", ["Pipe", "Pipe+ToE", "Pipe+MemRL", "Pipe+Mem0"])
 def test_stream(benchmark, setup, name):
     cfg, market, days, emb = setup
 
     def once():
         ctx = StreamContext(market, cfg.protocol, cfg.sampling, 0, emb)
-        method = build_method(name, ctx, cfg, 9)
-        return run_method(method, simulated_backend(0), days, market.n_industries, 3)
+        method = build_method(name, ctx, days, cfg, 9)
+        LocalExecutor().run(method, stream_episodes(days, market.n_industries, 0), lambda: simulated_backend(0),
+                            round_size=market.n_industries)
 
     once()  # warm-up
-    benchmark.pedantic(once, rounds=3, iterations=1)
+    benchmark.pedantic(once, rounds=5, iterations=1)
     RESULTS[name] = benchmark.stats.stats.mean
-    if "Pipe" in RESULTS and name != "Pipe":
-        print(f"\n{name}: {RESULTS[name] / RESULTS['Pipe']:.2f}x Pipe's wall time over {DAYS} days")
+    _report(name)
+
+
+def test_side_by_side_interleaved(setup):
+    """Pipe+ToE, round loop vs day-by-day reference, alternated 5 times (load drifts hit both alike)."""
+    import time
+
+    cfg, market, days, emb = setup
+    n = market.n_industries
+
+    def old():
+        method = reference.PipeToE(StreamContext(market, cfg.protocol, cfg.sampling, 0, emb), cfg.toe, "formula", 9)
+        llm = simulated_backend(0)
+        for d in days.tolist():
+            method.step(d, llm)
+
+    def new():
+        method = build_method("Pipe+ToE", StreamContext(market, cfg.protocol, cfg.sampling, 0, emb), days, cfg, 9)
+        LocalExecutor().run(method, stream_episodes(days, n, 0), lambda: simulated_backend(0), round_size=n)
+
+    old(), new()  # warm-up
+    times = {"old": [], "new": []}
+    for _ in range(5):
+        for name, fn in (("old", old), ("new", new)):
+            t0 = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - t0)
+    ratios = sorted(b / a for a, b in zip(times["old"], times["new"]))
+    print(f"\nPipe+ToE interleaved over {DAYS} days: round loop / reference, min {min(times['new']) / min(times['old']):.2f}x, "
+          f"median of pairs {ratios[2]:.2f}x; per trading day min {1000 * min(times['new']) / DAYS:.2f} ms "
+          f"vs {1000 * min(times['old']) / DAYS:.2f} ms")

@@ -47,7 +47,7 @@ class TaskEntry:
 TASKS = {
     "game24": TaskEntry("engine.game24.task:run", "engine.game24.plan:plan", "engine.game24.plan:KEYS",
                         "engine.game24.simulated_policy:policy_for"),
-    "finance": TaskEntry("engine.finance.experiment:run", "engine.finance.plan:plan", "engine.finance.plan:KEYS",
+    "finance": TaskEntry("engine.finance.task:run", "engine.finance.plan:plan", "engine.finance.plan:KEYS",
                          "engine.finance.simulated:policy_for"),
     "forecast": TaskEntry("engine.forecast.task:run", "engine.forecast.plan:plan_prophet_arena",
                           "engine.forecast.plan:PROPHET_ARENA_KEYS", "engine.forecast.simulated:policy_for"),
@@ -181,8 +181,8 @@ SUMMARY_ROWS = {
 }
 DEFAULT_METRIC = {"game24": "acc_any", "finance": "tsIC_20d_Exploitation", "forecast": "brier",
                   "futurex": "accuracy"}
-RESUME_OVERRIDES = {"game24": {"protocol.checkpoint": True}, "forecast": {"run.checkpoint": True},
-                    "futurex": {"run.checkpoint": True}}
+RESUME_OVERRIDES = {"game24": {"protocol.checkpoint": True}, "finance": {"protocol.checkpoint": True},
+                    "forecast": {"run.checkpoint": True}, "futurex": {"run.checkpoint": True}}
 
 
 def summary_rows(task: str, summary: dict) -> list[dict]:

@@ -84,13 +84,14 @@ def game24_baselines(summary: dict) -> list[str]:
 
 
 def _finance_tag(summary: dict) -> str:
-    if summary.get("backend") == "simulated":
+    row = summary["methods"][0]  # the run folder's summary.json: every row names what answered
+    if row.get("backend") == "simulated":
         return " [simulated]"
-    return f" [{summary['backend']}:{str(summary['model']).rsplit('/', 1)[-1]}]"
+    return f" [{row['backend']}:{str(row['model']).rsplit('/', 1)[-1]}]"
 
 
 def _finance_get(summary: dict):
-    return {(r["method"], r["horizon"], r["period"]): r for r in summary["records"]}
+    return {(r["method"], r["horizon"], r["period"]): r for r in summary["methods"]}
 
 
 def _f(x) -> str:
@@ -99,8 +100,8 @@ def _f(x) -> str:
 
 def finance_exploitation(summary: dict) -> list[str]:
     """README: Exploitation-period tsIC per horizon, mean over seeds."""
-    get, hs = _finance_get(summary), summary["horizons"]
-    methods = list(dict.fromkeys(r["method"] for r in summary["records"]))
+    get, hs = _finance_get(summary), summary["meta"]["horizons"]
+    methods = list(dict.fromkeys(r["method"] for r in summary["methods"]))
     lines = ["| Method | " + " | ".join(f"{h}d" for h in hs) + " |", "| --- |" + " --- |" * len(hs)]
     for m in methods:
         lines.append(f"| {m}{_finance_tag(summary)} | "
@@ -110,8 +111,8 @@ def finance_exploitation(summary: dict) -> list[str]:
 
 def _finance_metric(metric: str) -> Callable[[dict], list[str]]:
     def render(summary: dict) -> list[str]:
-        get, hs = _finance_get(summary), summary["horizons"]
-        methods = list(dict.fromkeys(r["method"] for r in summary["records"]))
+        get, hs = _finance_get(summary), summary["meta"]["horizons"]
+        methods = list(dict.fromkeys(r["method"] for r in summary["methods"]))
         head = ["Method"] + [f"{h}d {p}" for h in hs for p in ("Exploitation", "Overall")]
         lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         for m in methods:

@@ -9,7 +9,7 @@ import sys
 from engine.errors import EngineError
 
 # One module per command group; each defines register(subparsers) and sets args.func.
-COMMAND_MODULES = ("run", "sweep", "store", "game24", "llm", "tree", "forecast")
+COMMAND_MODULES = ("run", "sweep", "store", "game24", "llm", "forecast")
 
 
 def build_parser() -> argparse.ArgumentParser:

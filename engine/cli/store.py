@@ -1,4 +1,9 @@
-"""``toe store import|export|apply|show``: the experience store from the command line."""
+"""``toe store import|export|apply|show``: the experience store from the command line.
+
+``toe store show DIR`` reads any store checkpoint, among them the tree a finance
+run leaves (``RUN/tree_formula_seed0``): ``--tree`` prints its paths with
+reliability, recall and hit, ``--png FILE`` draws it.
+"""
 
 from __future__ import annotations
 
@@ -41,6 +46,9 @@ def register(subparsers) -> None:
     show = sub.add_parser("show", help="print size, depth, counts and per-horizon reliability histograms")
     show.add_argument("directory", type=Path, metavar="DIR")
     show.add_argument("--bins", type=int, default=10)
+    show.add_argument("--tree", action="store_true", help="also print every active path with Q, recall and hit")
+    show.add_argument("--png", type=Path, default=None, help="also draw the tree to this PNG file")
+    show.add_argument("--horizon", default=None, help="horizon that colours the drawing (e.g. h20 or 20)")
     show.set_defaults(func=_show)
 
 
@@ -120,7 +128,13 @@ def _show(args) -> int:
 
     if args.bins < 1:
         raise InputError(f"--bins must be >= 1, got {args.bins}")
+    hc = None
     st = ExperienceStore.load(args.directory)
+    if args.horizon is not None:
+        name = f"h{args.horizon}" if str(args.horizon).isdigit() else str(args.horizon)
+        if name not in st.horizons:
+            raise InputError(f"--horizon must be one of {list(st.horizons)}, got {args.horizon!r}")
+        hc = st.horizons.index(name)
     depth = st.node_column("depth")
     nb = st.nbytes()
     out = [
@@ -129,7 +143,8 @@ def _show(args) -> int:
         f"  depth: max {int(depth.max()) if depth.size else 0} of L={st.depth}; nodes per level: "
         + ", ".join(f"{name}={int((depth == i + 1).sum())}" for i, name in enumerate(st.levels)),
         f"  recall total {int(st.recall.sum())}, hit total {int(st.hit.sum())}; "
-        f"ledger {len(st.ledger)} entries ({st.ledger.n_pending} pending)",
+        f"ledger {len(st.ledger)} entries ({st.ledger.n_pending} pending); "
+        f"active experiences {int(st.active.sum())} ({int((~st.active).sum())} merged)",
         f"  memory {(nb['experiences'] + nb['nodes'] + nb['tables']) / 2**20:.1f} MiB; q0={st.q0}, "
         f"bounds [{st.q_min}, {st.q_max}], eta={st.eta}",
     ]
@@ -139,5 +154,31 @@ def _show(args) -> int:
         stats = f"mean {col.mean():.4f}" if col.size else "empty"
         out.append(f"  reliability q_{h} ({stats}):")
         out.extend(_histogram(col, st.q_min, st.q_max, args.bins))
+    if args.tree:
+        out.append(render_tree(st))
     print("\n".join(out), file=sys.stdout)
+    if args.png is not None:
+        from engine.store.plot import plot_tree
+
+        plot_tree(st, args.png, title=f"experience tree from {args.directory}", horizon_col=hc)
+        print(f"drawn to {args.png}")
     return 0
+
+
+def render_tree(st) -> str:
+    """Indented text of the active paths: each level once, then each leaf with Q, recall and hit."""
+    active = np.flatnonzero(st.active)
+    paths = sorted(((tuple(st.path_texts(int(e))), int(e)) for e in active), key=lambda x: x[0])
+    q, recall, hit = st.reliability, st.recall, st.hit
+    lines = [f"tree: {len(paths)} active paths; Q per horizon ({'/'.join(st.horizons)})"]
+    last: tuple = ()
+    for p, e in paths:
+        common = 0
+        while common < min(len(last), len(p) - 1) and last[common] == p[common]:
+            common += 1
+        for lev in range(common, len(p) - 1):
+            lines.append("  " * (lev + 1) + p[lev])
+        last = p[:-1]
+        qs = " ".join(f"{x:.2f}" for x in q[e])
+        lines.append("  " * len(p) + f"[{qs}] recall={int(recall[e])} hit={int(hit[e])}  {p[-1]}")
+    return "\n".join(lines)

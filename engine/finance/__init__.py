@@ -2,8 +2,9 @@
 
 Modules: ``data`` (input schema, loaders, forward excess returns), ``channels``
 and ``synthetic`` (the seeded synthetic market with ground truth), ``prompts``,
-``simulated`` (the simulated finance policy, a test harness), ``tree`` (the
-industry > factor > direction experience tree), ``ledger`` (delayed feedback),
-``methods`` and ``toe`` (Baseline, Pipe, Pipe+Mem0, Pipe+MemRL, Pipe+ToE),
-``metrics`` (csIC / tsIC), ``report`` and ``experiment`` (``toe run``).
+``simulated`` (the simulated finance policy, a test harness), ``methods`` and
+``toe`` (Baseline, Pipe, Pipe+Mem0, Pipe+MemRL, Pipe+ToE as round-loop methods;
+the tree is an :class:`engine.store.ExperienceStore` with its ``FeedbackLedger``),
+``metrics`` (csIC / tsIC), ``report``, ``task`` (the :class:`engine.runner.Task`)
+and ``experiment`` (``toe run``).
 """

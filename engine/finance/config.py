@@ -41,6 +41,7 @@ class ProtocolConfig:
     min_importance: float = 8.0
     max_news: int = 8  # most important items per industry and day in the prompt
     max_days: int = 0  # 0 = every evaluated day; else the first max_days (smoke runs)
+    checkpoint: bool = False  # each day's state under OUT/checkpoint: a killed run resumes when rerun
 
     def __post_init__(self):
         check(len(self.horizons) > 0 and all(h >= 1 for h in self.horizons),
@@ -139,3 +140,11 @@ def load_finance_config(data: Mapping[str, Any]) -> FinanceConfig:
     cfg = from_dict(FinanceConfig, own, "")
     check_files(cfg.prompts, "finance")
     return cfg
+
+
+def check_executor(cfg: FinanceConfig, options) -> None:
+    """Custom prompt templates are activated in the driver's process only: they need the local executor."""
+    executor = getattr(options, "executor", "local")
+    if (cfg.prompts.file or cfg.prompts.baselines) and executor != "local":
+        raise ConfigError("prompts.file / prompts.baselines: custom templates are activated in this process "
+                          f"and need the local executor, got executor {executor!r}")

@@ -1,17 +1,29 @@
-"""The compared methods on one news stream: Baseline, Pipe, Pipe+Mem0, Pipe+MemRL (Pipe+ToE in toe.py).
+"""The compared methods on one news stream as round-loop methods: Baseline, Pipe, Pipe+Mem0, Pipe+MemRL.
 
-All share :class:`StreamContext`: the news window (T-4..T), the importance
-threshold (>= 8), the prediction prompt, the horizons and the evaluation order
-(the paper's fairness controls). A method's ``step(day, llm)`` sends all prompts
-of that day, across industries and news items, as one ``llm.generate`` call
-per stage, and returns the day's predictions ``f8[N, H]`` (NaN for industries
-without retained news). A completion that cannot be parsed counts in
-``stats["parse_failures"]`` and predicts 0 (neutral).
+(Pipe+ToE is in :mod:`engine.finance.toe`.) A round is one trading day; its
+episodes are the day's predictions, one per industry (``episode_id = j * N +
+i`` for evaluated day ``j`` and industry ``i``; an industry without retained
+news predicts NaN and sends no prompt). Every episode of a round reads one
+frozen snapshot (:mod:`engine.rounds`); at the barrier :meth:`apply` applies
+the updates in episode order, exactly once.
+
+All methods share :class:`StreamContext`: the news window (T-4..T), the
+importance threshold (>= 8), the prediction prompt, the horizons and the
+evaluation order (the paper's fairness controls). An episode sends its prompts
+of one stage as one ``llm.generate`` call (with the other episodes of the same
+call: a worker's share of the day). A completion that cannot be parsed counts
+in the record's ``parse_failures`` and predicts 0 (neutral).
+
+Delayed feedback goes through :class:`engine.store.FeedbackLedger` (ToE eq.
+(7)): the memory baselines defer each prediction's outcome to the day its
+shortest horizon's return is known.
 """
 
 from __future__ import annotations
 
+import pickle
 from collections import defaultdict
+from pathlib import Path
 from typing import Sequence
 
 import numpy as np
@@ -19,8 +31,13 @@ import numpy as np
 from engine.finance import prompts as P
 from engine.finance.config import MemoryConfig, ProtocolConfig, SamplingConfig
 from engine.finance.data import Market
-from engine.finance.ledger import PendingFeedback, feedback
 from engine.llm.base import LLMBackend, Request
+from engine.rounds import Episode, EpisodeResult
+from engine.store import FeedbackLedger
+
+# per-episode counters every finance record carries (summed into summary.json's usage)
+STAT_KEYS = ("prompts_sentiment", "prompts_route", "prompts_rerank", "prompts_merge", "prompts_update",
+             "prompts_predict", "parse_failures", "proposals", "merges", "memories_shown", "outcomes")
 
 
 class StreamContext:
@@ -69,73 +86,177 @@ class StreamContext:
         return f"{nw.title[k]}. {nw.content[k]}"
 
 
+def stream_episodes(days: Sequence[int], n_industries: int, seed: int) -> list[Episode]:
+    """The run's episodes: one per (evaluated day, industry); payload ``(j, day, industry)``."""
+    return [Episode(j * n_industries + i, (j, int(d), i), int(seed)) for j, d in enumerate(days)
+            for i in range(n_industries)]
+
+
 class FinanceMethod:
-    """Base: ``step(day, llm) -> f8[N, H]``; ``stats`` counts prompts and parse failures."""
+    """Base of the finance methods (:class:`engine.rounds.Method`).
+
+    Subclasses implement :meth:`_day` (one day's episodes against the snapshot)
+    and :meth:`_apply_one` (one episode's updates at the barrier); the state a
+    checkpoint keeps is :meth:`_state` (a dict of picklable values).
+    """
 
     name = "method"
 
-    def __init__(self, ctx: StreamContext):
+    def __init__(self, ctx: StreamContext, days: Sequence[int]):
         self.ctx = ctx
-        self.stats: dict[str, int] = defaultdict(int)
+        self.days = np.asarray(days, dtype=np.int64)
 
-    def step(self, day: int, llm: LLMBackend) -> np.ndarray:  # pragma: no cover - abstract
-        raise NotImplementedError
+    # --- the round contract -------------------------------------------------------------------
+    def snapshot(self) -> dict[str, np.ndarray]:
+        return {}
 
-    def _generate(self, llm: LLMBackend, requests: list[Request], stage: str) -> list[list[str]]:
+    def run_episodes(self, snapshot, episodes: Sequence[Episode], llm: LLMBackend) -> list[EpisodeResult]:
+        by_day: dict[int, list[Episode]] = defaultdict(list)
+        for e in episodes:
+            by_day[e.payload[0]].append(e)
+        out = []
+        for j in sorted(by_day):
+            out.extend(self._day(snapshot, j, by_day[j], llm))
+        return out
+
+    def apply(self, results: Sequence[EpisodeResult]) -> None:
+        self._defer: list[tuple] = []  # ledger entries of the round, added in one batch (episode order)
+        for r in results:
+            self._apply_one(r)
+        if self._defer:
+            cols = [np.concatenate([np.atleast_1d(np.asarray(d[c])) for d in self._defer]) for c in range(5)]
+            self._add_entries(*cols)
+        if results:
+            self._after_round(int(results[-1].record["day"]))
+
+    def _add_entries(self, episodes, eids, horizons, due, actions) -> None:
+        pass
+
+    def _day(self, snapshot, j: int, episodes: list[Episode], llm: LLMBackend) -> list[EpisodeResult]:
+        raise NotImplementedError  # pragma: no cover
+
+    def _apply_one(self, result: EpisodeResult) -> None:
+        pass
+
+    def _after_round(self, j: int) -> None:
+        pass
+
+    def next_day(self, j: int) -> int | None:
+        """The market day of the evaluated day after ``j`` (None after the last)."""
+        return int(self.days[j + 1]) if j + 1 < self.days.size else None
+
+    # --- checkpoints (engine.rounds.Checkpointable) -------------------------------------------
+    def _state(self) -> dict:
+        return {}
+
+    def save_state(self, directory: Path) -> None:
+        with open(Path(directory) / "finance_state.pkl", "wb") as fh:
+            pickle.dump(self._state(), fh, protocol=pickle.HIGHEST_PROTOCOL)
+
+    def load_state(self, directory: Path) -> None:
+        with open(Path(directory) / "finance_state.pkl", "rb") as fh:
+            for k, v in pickle.load(fh).items():
+                setattr(self, k, v)
+
+    # --- shared stages ------------------------------------------------------------------------
+    def _record(self, episode: Episode, s: np.ndarray, stats: dict, llm) -> dict:
+        j, day, i = episode.payload
+        backend, model = getattr(llm, "answered_by", ("", ""))
+        rec = {"day": int(j), "date": self.ctx.date(day), "industry": int(i),
+               "s": [float(x) for x in s], "backend": backend, "model": model}
+        rec.update({k: int(stats.get(k, 0)) for k in STAT_KEYS})
+        return rec
+
+    @staticmethod
+    def _generate(llm: LLMBackend, requests: list[Request], stage: str, owners: Sequence[dict]) -> list[list[str]]:
+        """One batched call; ``owners[k]`` is the stats dict of the episode request ``k`` belongs to."""
         if not requests:
             return []
-        self.stats[f"prompts_{stage}"] += len(requests)
+        for st in owners:
+            st[f"prompts_{stage}"] += 1
         return [r.texts for r in llm.generate(requests)]
 
-    def _predict(self, day: int, llm: LLMBackend, industries: list[int], extra) -> tuple[np.ndarray, list]:
+    def _predict(self, day: int, llm: LLMBackend, industries: list[int], extra, stats: dict) -> dict[int, np.ndarray]:
         """Shared prediction stage: one PREDICT prompt per industry, one batch. ``extra(i)`` -> (experiences, memories)."""
         ctx = self.ctx
-        out = np.full((ctx.market.n_industries, len(ctx.horizons)), np.nan)
-        reqs, parsed = [], []
+        reqs = []
         for i in industries:
             exps, mems = extra(i)
             prompt = P.predict_prompt(ctx.market.industries[i], ctx.date(day), ctx.horizons,
                                       ctx.news_lines(ctx.retained(i, day)), exps, mems)
             reqs.append(ctx.request(prompt, f"{self.name}:{day}:{i}"))
-        for i, texts in zip(industries, self._generate(llm, reqs, "predict")):
+        out = {}
+        for i, texts in zip(industries, self._generate(llm, reqs, "predict", [stats[i] for i in industries])):
             pred = P.parse_prediction(texts[0] if texts else "", ctx.horizons)
             if pred is None:
-                self.stats["parse_failures"] += 1
-                out[i] = 0.0
+                stats[i]["parse_failures"] += 1
+                out[i] = np.zeros(len(ctx.horizons))
             else:
-                out[i] = pred.sentiment
-            parsed.append(pred)
-        return out, parsed
+                out[i] = np.asarray(pred.sentiment, dtype=np.float64) * np.ones(len(ctx.horizons))
+        return out
+
+    def _nan(self) -> np.ndarray:
+        return np.full(len(self.ctx.horizons), np.nan)
+
+
+def _stats_for(episodes) -> dict[int, dict]:
+    return {e.payload[2]: defaultdict(int) for e in episodes}
 
 
 class Baseline(FinanceMethod):
-    """Per-news sentiment in {-1, 0, 1}, importance-weighted mean over the window (no experience)."""
+    """Per-news sentiment in {-1, 0, 1}, importance-weighted mean over the window (no experience).
+
+    A news item's sentiment for an industry is asked once, the first day the
+    item is in the industry's window, and kept (``sentiment[k, i]``, -2 = not asked).
+    """
 
     name = "Baseline"
+    UNKNOWN = -2
 
-    def __init__(self, ctx: StreamContext):
-        super().__init__(ctx)
-        self.cache: dict[tuple[int, int], int] = {}
+    def __init__(self, ctx: StreamContext, days: Sequence[int]):
+        super().__init__(ctx, days)
+        self.sentiment = np.full((len(ctx.market.news.title), ctx.market.n_industries), self.UNKNOWN, dtype=np.int64)
 
-    def step(self, day, llm):
+    def snapshot(self):
+        return {"sentiment": self.sentiment}
+
+    def _day(self, snapshot, j, episodes, llm):
         ctx = self.ctx
         nw = ctx.market.news
-        industries = ctx.industries_with_news(day)
-        todo = [(k, i) for i in industries for k in ctx.retained(i, day) if (k, i) not in self.cache]
+        day = int(self.days[j])
+        cache = snapshot["sentiment"]
+        stats = _stats_for(episodes)
+        todo = [(k, e.payload[2]) for e in episodes for k in ctx.retained(e.payload[2], day)
+                if cache[k, e.payload[2]] == self.UNKNOWN]
         reqs = [ctx.request(P.sentiment_prompt(ctx.market.industries[i], nw.title[k], nw.content[k]),
                             f"{self.name}:{day}:{i}") for k, i in todo]
-        for key, texts in zip(todo, self._generate(llm, reqs, "sentiment")):
+        new: dict[tuple[int, int], int] = {}
+        for (k, i), texts in zip(todo, self._generate(llm, reqs, "sentiment", [stats[i] for _, i in todo])):
             s = P.parse_sentiment(texts[0] if texts else "")
             if s is None:
-                self.stats["parse_failures"] += 1
+                stats[i]["parse_failures"] += 1
                 s = 0
-            self.cache[key] = s
-        out = np.full((ctx.market.n_industries, len(ctx.horizons)), np.nan)
-        for i in industries:
+            new[(k, i)] = s
+        out = []
+        for e in episodes:
+            i = e.payload[2]
             ks = ctx.retained(i, day)
-            w = nw.importance[ks]
-            out[i] = float(np.dot(w, [self.cache[(k, i)] for k in ks]) / w.sum())
+            s = self._nan()
+            if ks:
+                w = nw.importance[ks]
+                vals = [new[(k, i)] if (k, i) in new else int(cache[k, i]) for k in ks]
+                s[:] = float(np.dot(w, vals) / w.sum())
+            mine = [(k, v) for (k, ii), v in new.items() if ii == i]
+            out.append(EpisodeResult(e.episode_id, self._record(e, s, stats[i], llm), {
+                "news": np.array([k for k, _ in mine], dtype=np.int64),
+                "sentiment": np.array([v for _, v in mine], dtype=np.int64)}))
         return out
+
+    def _apply_one(self, r):
+        self.sentiment[r.updates["news"], r.record["industry"]] = r.updates["sentiment"]
+
+    def _state(self):
+        return {"sentiment": self.sentiment}
 
 
 class Pipe(FinanceMethod):
@@ -143,9 +264,13 @@ class Pipe(FinanceMethod):
 
     name = "Pipe"
 
-    def step(self, day, llm):
-        out, _ = self._predict(day, llm, self.ctx.industries_with_news(day), lambda i: ((), ()))
-        return out
+    def _day(self, snapshot, j, episodes, llm):
+        day = int(self.days[j])
+        stats = _stats_for(episodes)
+        with_news = [e.payload[2] for e in episodes if self.ctx.retained(e.payload[2], day)]
+        preds = self._predict(day, llm, with_news, lambda i: ((), ()), stats)
+        return [EpisodeResult(e.episode_id, self._record(e, preds.get(e.payload[2], self._nan()),
+                                                          stats[e.payload[2]], llm)) for e in episodes]
 
 
 class PipeMemory(FinanceMethod):
@@ -153,16 +278,23 @@ class PipeMemory(FinanceMethod):
 
     Retrieval runs per retained news item (query = its text); the union of hits
     (at most ``memory.max_memories``) goes into the shared prediction prompt.
-    Each prediction (industry, day) is one trajectory: when its shortest
-    horizon's return becomes known it becomes an
-    :class:`~engine.baselines.common.Outcome` (task = industry, date, horizon
-    and news titles; attempt = predicted sentiment and realised excess return;
-    success = same sign; reward +1/-1) that the memory observes and applies
-    (one new memory; MemRL's Q update of the memories it used).
+    Each prediction (industry, day) is one trajectory, deferred in a
+    :class:`~engine.store.FeedbackLedger` (one entry per memory shown, or one
+    with memory id -1 when none was) until its shortest horizon's return is
+    known. It then becomes an :class:`~engine.baselines.common.Outcome` (task =
+    industry, date, horizon and news titles; attempt = predicted sentiment and
+    realised excess return; success = same sign; reward +1/-1) that the memory
+    observes (the extraction prompt) and applies (one new memory; MemRL's Q
+    update of the memories it used).
+
+    Round semantics: the outcomes due on day ``t+1`` are observed by the
+    episodes of day ``t`` (each industry's own; the observation only reads the
+    memory snapshot and the realised returns) and applied at day ``t``'s
+    barrier, so day ``t+1``'s retrieval sees them, as in a day-by-day run.
     """
 
-    def __init__(self, ctx: StreamContext, kind: str, cfg: MemoryConfig):
-        super().__init__(ctx)
+    def __init__(self, ctx: StreamContext, days: Sequence[int], kind: str, cfg: MemoryConfig):
+        super().__init__(ctx, days)
         self.kind = kind
         self.cfg = cfg
         if kind == "mem0":
@@ -186,35 +318,58 @@ class PipeMemory(FinanceMethod):
             self.name = "Pipe+MemRL"
         else:
             raise ValueError(f"kind must be 'mem0' or 'memrl', got {kind!r}")
-        self.ledger = PendingFeedback()
+        self.ledger = FeedbackLedger()
+        self.hcol = int(np.argmin(ctx.horizons))
 
-    def _observe(self, day: int, llm: LLMBackend) -> None:
+    def snapshot(self):
+        snap = {f"mem_{k}": v for k, v in self.memory.snapshot().items()}
+        snap.update({f"ledger_{k}": v for k, v in self.ledger.columns().items()})
+        return snap
+
+    def _outcomes(self, snapshot, j: int, industry: int):
+        """The industry's ledger entries due by the next evaluated day, as memory outcomes (entry order)."""
         from engine.baselines.common import Attempt, Outcome
 
+        nxt = self.next_day(j)
+        if nxt is None:
+            return np.zeros(0, np.int64), [], np.zeros(0)
         ctx = self.ctx
         nw = ctx.market.news
-        outcomes = []
-        for e in self.ledger.due(day):
-            realised = float(ctx.market.alpha[e.industry, e.day, e.hcol])
-            r = feedback(e, ctx.market.alpha)
-            titles = " | ".join(f'"{nw.title[k]}"' for k in ctx.retained(e.industry, e.day))
-            task = f"On {ctx.date(e.day)}, {ctx.market.industries[e.industry]}, {e.horizon}-day horizon, news: {titles}"
-            attempt = (f"predicted {e.horizon}d sentiment {e.sentiment:+.2f}; "
-                       f"realised {e.horizon}d excess return {realised * 100:+.2f}%")
+        n = ctx.market.n_industries
+        ep, eid, due = snapshot["ledger_episode"], snapshot["ledger_eid"], snapshot["ledger_due"]
+        rows = np.flatnonzero((snapshot["ledger_status"] == 0) & (due <= nxt) & (ep % n == industry))
+        outcomes, entries, rewards = [], [], []
+        for e in dict.fromkeys(ep[rows].tolist()):
+            mine = rows[ep[rows] == e]
+            j0, i = divmod(int(e), n)
+            d0 = int(self.days[j0])
+            h = ctx.horizons[self.hcol]
+            sentiment = float(snapshot["ledger_action"][mine[0]])
+            realised = float(ctx.market.alpha[i, d0, self.hcol])
+            r = sentiment * realised  # r_env = a_t * o_{t+h}, ToE eq. (7)
+            titles = " | ".join(f'"{nw.title[k]}"' for k in ctx.retained(i, d0))
+            task = f"On {ctx.date(d0)}, {ctx.market.industries[i]}, {h}-day horizon, news: {titles}"
+            attempt = (f"predicted {h}d sentiment {sentiment:+.2f}; "
+                       f"realised {h}d excess return {realised * 100:+.2f}%")
             ok = r > 0
-            outcomes.append(Outcome(key=f"{self.name}:{e.day}:{e.industry}:{e.horizon}", seed=ctx.seed, task=task,
+            outcomes.append(Outcome(key=f"{self.name}:{d0}:{i}:{h}", seed=ctx.seed, task=task,
                                     attempts=(Attempt(attempt, ok),), success=ok, reward=1.0 if ok else -1.0,
-                                    retrieved=e.eids))
-        if outcomes:
-            reader = self.memory.reader(self.memory.snapshot())
-            self.stats["outcomes"] += len(outcomes)
-            self.memory.apply(reader.observe(outcomes, llm))
+                                    retrieved=tuple(int(x) for x in eid[mine] if x >= 0)))
+            entries.extend(mine.tolist())
+            rewards.extend([r] * mine.size)
+        return np.asarray(entries, dtype=np.int64), outcomes, np.asarray(rewards, dtype=np.float64)
 
-    def step(self, day, llm):
+    def _day(self, snapshot, j, episodes, llm):
         ctx = self.ctx
-        self._observe(day, llm)
-        industries = ctx.industries_with_news(day)
-        reader = self.memory.reader(self.memory.snapshot())
+        day = int(self.days[j])
+        stats = _stats_for(episodes)
+        reader = self.memory.reader({k[4:]: v for k, v in snapshot.items() if k.startswith("mem_")})
+        # observations due tomorrow: one batch for the call's episodes
+        due = {e.payload[2]: self._outcomes(snapshot, j, e.payload[2]) for e in episodes}
+        flat = [o for e in episodes for o in due[e.payload[2]][1]]
+        observed = reader.observe(flat, llm) if flat else []
+        # retrieval per retained news item, then the shared prediction
+        industries = [e.payload[2] for e in episodes if ctx.retained(e.payload[2], day)]
         queries = [(i, k) for i in industries for k in ctx.retained(i, day)]
         hits = reader.retrieve([ctx.news_text(k) for _, k in queries]) if queries else []
         per_ind: dict[int, dict[int, str]] = defaultdict(dict)
@@ -222,10 +377,46 @@ class PipeMemory(FinanceMethod):
             for h in hs:
                 if len(per_ind[i]) < self.cfg.max_memories:
                     per_ind[i].setdefault(h.id, h.text)
-        self.stats["memories_shown"] += sum(len(v) for v in per_ind.values())
-        out, _ = self._predict(day, llm, industries, lambda i: ((), tuple(per_ind[i].values())))
-        # one trajectory, one memory: written (and MemRL's Q updated) when the shortest horizon's return is known
-        hc = int(np.argmin(ctx.horizons))
         for i in industries:
-            self.ledger.add(i, day, hc, ctx.horizons[hc], float(out[i, hc]), tuple(per_ind[i].keys()))
+            stats[i]["memories_shown"] += len(per_ind[i])
+        preds = self._predict(day, llm, industries, lambda i: ((), tuple(per_ind[i].values())), stats)
+        out, at = [], 0
+        for e in episodes:
+            i = e.payload[2]
+            entries, outs, rewards = due[i]
+            stats[i]["outcomes"] += len(outs)
+            ups = {"observed": entries, "observed_reward": rewards, "n_observations": np.array([len(outs)], dtype=np.int64)}
+            for n_obs, u in enumerate(observed[at: at + len(outs)]):
+                for k, v in u.items():
+                    ups[f"obs{n_obs}.{k}"] = np.asarray(v)
+            at += len(outs)
+            s = preds.get(i, self._nan())
+            ups["shown"] = np.array(list(per_ind[i].keys()), dtype=np.int64) if i in preds else np.zeros(0, np.int64)
+            out.append(EpisodeResult(e.episode_id, self._record(e, s, stats[i], llm), ups))
         return out
+
+    def _apply_one(self, r):
+        u = r.updates
+        n_obs = int(u["n_observations"][0])
+        if n_obs:
+            obs = []
+            for n in range(n_obs):
+                prefix = f"obs{n}."
+                obs.append({k[len(prefix):]: v for k, v in u.items() if k.startswith(prefix)})
+            entries = np.asarray(u["observed"], dtype=np.int64)
+            self.ledger.mark_applied(entries, np.asarray(u["observed_reward"], dtype=np.float64))
+            self.memory.apply(obs)
+        s = r.record["s"]
+        if np.isfinite(s[self.hcol]):  # one trajectory per prediction, keyed by its episode
+            shown = np.asarray(u["shown"], dtype=np.int64)
+            eids = shown if shown.size else np.array([-1], dtype=np.int64)
+            day = int(self.days[r.record["day"]])
+            n = eids.size
+            self._defer.append((np.full(n, r.episode_id), eids, np.full(n, self.hcol),
+                                np.full(n, day + self.ctx.horizons[self.hcol]), np.full(n, float(s[self.hcol]))))
+
+    def _add_entries(self, episodes, eids, horizons, due, actions) -> None:
+        self.ledger.add(episodes, eids, horizons, due, actions)
+
+    def _state(self):
+        return {"memory": self.memory, "ledger": self.ledger}

@@ -1,4 +1,4 @@
-"""Tables in the paper's layout and the plots of a finance run (tsIC over time, the tree)."""
+"""Tables in the paper's layout and the plots of a finance run (tsIC over time; the tree: engine.store.plot)."""
 
 from __future__ import annotations
 
@@ -7,24 +7,30 @@ from pathlib import Path
 import numpy as np
 
 from engine.finance.metrics import rolling_ts_ic
+from engine.store.plot import plot_tree  # noqa: F401  (the tree.png of a run)
 
 
 def _fmt(x) -> str:
     return "n/a" if x is None else f"{x:.4f}"
 
 
-def markdown_tables(summary: dict) -> str:
-    """Table 1 (tsIC, Exploitation and Overall per horizon), Table A2 (Exploitation csIC), Table 3, truth check."""
-    recs = summary["records"]
-    hs = summary["horizons"]
+def markdown_tables(rows: list[dict], meta: dict) -> str:
+    """Table 1 (tsIC, Exploitation and Overall per horizon), Table A2 (csIC), Table 3, truth check.
+
+    ``rows`` and ``meta`` are summary.json's ``methods`` and ``meta``.
+    """
+    recs = rows
+    hs = meta["horizons"]
     methods = list(dict.fromkeys(r["method"] for r in recs))
     get = {(r["method"], r["horizon"], r["period"]): r for r in recs}
-    label = summary.get("label", "")
+    label = meta.get("label", "")
+    backend = recs[0]["backend"] if recs else meta.get("backend")
+    model = recs[0]["model"] if recs else meta.get("model")
     # every row names what answered: [simulated], else [backend:model]
-    tag = (" [simulated]" if summary.get("backend") == "simulated"
-           else f" [{summary.get('backend')}:{str(summary.get('model') or '').rsplit('/', 1)[-1]}]")
+    tag = (" [simulated]" if backend == "simulated"
+           else f" [{backend}:{str(model or '').rsplit('/', 1)[-1]}]")
     seeds = recs[0]["seeds"] if recs else []
-    lines = [f"### tsIC ({label}; backend {summary.get('backend')}; mean of {len(seeds)} seeds)", ""]
+    lines = [f"### tsIC ({label}; backend {backend}; mean of {len(seeds)} seeds)", ""]
     head = ["Method"] + [f"{h}d {p}" for h in hs for p in ("Exploitation", "Overall")]
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for m in methods:
@@ -44,7 +50,7 @@ def markdown_tables(summary: dict) -> str:
         for m, strat in zip(ab, ("formula-based", "LLM-based")):
             r = get[(m, h20, "Overall")]
             lines.append(f"| {strat}{tag} | {_fmt(r['tsIC'])} | {_fmt(r['csIC'])} |")
-    rt = summary.get("reliability_truth") or {}
+    rt = meta.get("reliability_truth") or {}
     if rt:
         lines += ["", f"### Final reliability vs. generator ground truth (Spearman; {label})", "",
                   "| Method | seed | experiences | " + " | ".join(f"{h}d" for h in hs) + " |",
@@ -88,62 +94,15 @@ def plot_tsic(preds: dict, alpha: np.ndarray, horizons, path: Path, label: str, 
     plt.close(fig)
 
 
-def plot_tree(tree, path: Path, title: str = "experience tree", horizon_col: int | None = None) -> None:
-    """Industry > factor > direction as a left-to-right dendrogram; leaves coloured by reliability."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib import cm, colors
-
-    hc = tree.H // 2 if horizon_col is None else horizon_col
-    active = np.flatnonzero(tree.active)
-    paths = sorted(((tree.path(int(e)), int(e)) for e in active), key=lambda x: x[0])
-    n_leaves = max(1, len(paths))
-    fig, ax = plt.subplots(figsize=(13, max(3.0, 0.22 * n_leaves + 1)))
-    norm = colors.Normalize(vmin=tree.q_min, vmax=tree.q_max)
-    cmap = matplotlib.colormaps["RdYlGn"]
-    ys: dict[tuple, list[float]] = {}
-    for y, ((ind, fac, d), e) in enumerate(paths):
-        yy = n_leaves - y
-        q = float(tree.q[e, hc])
-        ax.scatter([2], [yy], color=cmap(norm(q)), s=40, zorder=3, edgecolor="black", linewidth=0.3)
-        short = d if len(d) <= 70 else d[:67] + "..."
-        ax.text(2.05, yy, f"{short}  (Q={q:.2f}, hit={int(tree.hit[e])})", va="center", fontsize=6)
-        ys.setdefault((ind,), []).append(yy)
-        ys.setdefault((ind, fac), []).append(yy)
-    for key, vals in ys.items():
-        if len(key) == 2:
-            yf = float(np.mean(vals))
-            for v in vals:
-                ax.plot([1, 2], [yf, v], color="grey", lw=0.5, zorder=1)
-            ax.scatter([1], [yf], color="steelblue", s=25, zorder=3)
-            ax.text(1.02, yf + 0.25, key[1], fontsize=6, color="steelblue")
-            yi = float(np.mean(ys[(key[0],)]))
-            ax.plot([0, 1], [yi, yf], color="grey", lw=0.5, zorder=1)
-    for key, vals in ys.items():
-        if len(key) == 1:
-            yi = float(np.mean(vals))
-            ax.scatter([0], [yi], color="black", s=30, zorder=3)
-            ax.text(-0.02, yi, key[0], fontsize=7, ha="right", va="center")
-    ax.set_xlim(-0.6, 3.6)
-    ax.axis("off")
-    sm = cm.ScalarMappable(norm=norm, cmap=cmap)
-    fig.colorbar(sm, ax=ax, fraction=0.02, pad=0.01, label=f"reliability Q ({tree.horizons[hc]}-day)")
-    ax.set_title(title, fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-
-
 def summary_rows(summary: dict) -> list[dict]:
     """``summary.json`` as one flat record per method: ``tsIC_<h>d_<period>`` and ``csIC_<h>d_<period>``
     (means over seeds) for every horizon and period, plus backend, model and the simulated label."""
     rows: dict[str, dict] = {}
-    for r in summary.get("records", []):
+    meta = summary.get("meta", {})
+    for r in summary.get("methods", []):
         row = rows.setdefault(r["method"], {
-            "method": r["method"], "backend": summary.get("backend"), "model": summary.get("model"),
-            "simulated": summary.get("policy") == "simulated", "label": summary.get("label")})
+            "method": r["method"], "backend": r.get("backend"), "model": r.get("model"),
+            "simulated": bool(r.get("simulated")), "label": r.get("label", meta.get("label"))})
         for metric in ("tsIC", "csIC"):
             row[f"{metric}_{r['horizon']}d_{r['period']}"] = r[metric]
     return list(rows.values())

@@ -1,227 +1,565 @@
-"""Pipe+ToE on the news stream: routing, retrieval, rerank/propose, merge, prediction, delayed updates.
+"""Pipe+ToE on the news stream, on the compiled store and the round loop (ToE eqs. (2)-(10)).
 
-One ``step(day, llm)`` (ToE eqs. (2)-(10) on one trading day), every stage one
-batched ``llm.generate`` call across industries and news items:
+The experience tree is an :class:`engine.store.ExperienceStore` (levels
+industry > factor > analysis direction, node keys scoped by parent over
+normalised text: :func:`engine.store.normalized_key`); delayed feedback is its
+:class:`~engine.store.FeedbackLedger`. One round is one trading day; episode
+``(day, industry)`` reads the frozen snapshot and sends, as one batched
+``llm.generate`` per stage:
 
-1. **updates**: ledger entries whose horizon has elapsed (``t + h <= day``)
-   give ``r = a_t * o_{t+h}`` (eq. (7)) to every experience they used; the
-   formula update (eq. (A6)) runs in entry order, or the LLM-based updater
-   (eq. (10), the Table 3 ablation) sends one UPDATE prompt per entry;
-2. **routing** (decoupled execution): each new (news, industry) pair is routed
-   to a factor once; the (industry, factor) prefix is cached and reused;
-3. **retrieval**: the directions under the prefix; when there are more than
-   ``k1``, the ``k1`` most similar to the news by embedding; each counts a recall;
+1. **LLM update** (the Table 3 ablation, eq. (10)): one UPDATE prompt per
+   (prediction, horizon) of this industry whose return became known today;
+   its answer is a delta on the value the prompt showed. The episode applies
+   the deltas to its own copy of the rows it reads (an industry's experiences
+   belong to that industry only), and the barrier applies the same deltas to
+   the store through ``store.resolve(..., rule="delta")``: the day's
+   predictions see the updated reliabilities, as in a day-by-day run;
+2. **routing** (decoupled execution): each (news, industry) pair is routed to
+   a factor once; the factor's node is kept (``route[k, i]``);
+3. **retrieval**: the active directions under the (industry, factor) prefix;
+   when there are more than ``k1``, the ``k1`` most similar to the news by
+   embedding; each counts a recall;
 4. **rerank / propose**: the LLM selects the applicable directions or, when
    none fits, proposes at most one new direction (eqs. (3)-(5));
-5. **merge**: a new direction whose cosine with a sibling is at least
-   ``lam`` goes to the LLM merger with its most similar sibling; a merge folds
-   the new experience into the older one (counts kept, see ExperienceTree.merge);
+5. **merge**: a new direction whose cosine with an older sibling (in the
+   snapshot or proposed earlier by this episode) is at least ``lam`` goes to
+   the LLM merger with its most similar sibling; the episode folds a merged
+   direction into the older one for its own prediction and returns the
+   decision, which the barrier applies with ``store.merge``;
 6. **hits**: each news item counts one hit on every experience it selected;
 7. **prediction** (eq. (6)): the shared prompt plus the selected paths with
-   their per-horizon reliabilities; one ledger entry per (industry, horizon).
+   their per-horizon reliabilities; one ledger entry per (used experience,
+   horizon), ``store.defer`` with ``r = a_t * o_{t+h}`` due on day ``t + h``.
+
+At the barrier the updates apply in episode order (new factor nodes, recall
+counts, new directions, merges, hits, ledger entries); then, with the formula
+rule (eq. (A6)), ``store.resolve`` applies every entry due by the next day's
+predictions, exactly once. New structure is written at the barrier, so an
+episode does not see directions another episode proposed the same day; the
+directions of one (industry, day) are all proposed by one episode, which sees
+its own.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from pathlib import Path
+from typing import Sequence
 
 import numpy as np
 
 from engine.finance import prompts as P
 from engine.finance.config import ToEConfig
-from engine.finance.ledger import PendingFeedback, feedback
-from engine.finance.methods import FinanceMethod, StreamContext
-from engine.finance.tree import ExperienceTree
+from engine.finance.methods import FinanceMethod, StreamContext, _stats_for
+from engine.rounds import EpisodeResult
+from engine.store import ExperienceStore, normalized_key
+from kernels import store_tree as KT
+
+
+def _collapse(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+class _FastView:
+    """The snapshot's store read without per-call validation, node texts decoded once per call.
+
+    Ids come from the snapshot itself (already checked by the store that wrote them), so the
+    hot path skips :class:`~engine.store.StoreView`'s boundary checks.
+    """
+
+    def __init__(self, view):
+        self._nodes, self._exp, self._block = view._nodes, view._exp, view._block
+        self._pk = view._pk_table
+        self._buf = view._text
+        self.H = view.n_horizons
+        self.active = view._exp["active"]
+        self.merged_into = view._exp["merged_into"]
+        self.reliability = view._block[:, : self.H]
+        self._texts: dict[int, str] = {}
+        self._dirs: dict[int, np.ndarray] = {}
+
+    def node_text(self, nid: int) -> str:
+        t = self._texts.get(nid)
+        if t is None:
+            ends = self._nodes["text_end"]
+            start = 0 if nid == 0 else int(ends[nid - 1])
+            t = self._texts[nid] = self._buf[start: int(ends[nid])].tobytes().decode("utf-8")
+        return t
+
+    def find(self, parent: int, key: int) -> int:
+        nd = self._nodes
+        return int(KT.pk_find(self._pk, nd["parent"], nd["key"], int(parent), np.uint64(key)))
+
+    def children(self, nid: int) -> list[int]:
+        first, nxt = self._nodes["first_child"], self._nodes["next_sibling"]
+        out, c = [], int(first[nid])
+        while c >= 0:
+            out.append(c)
+            c = int(nxt[c])
+        return out
+
+    def path_texts(self, eid: int) -> list[str]:
+        return [self.node_text(int(v)) for v in self._exp["path"][eid] if v >= 0]
+
+    def directions(self, fnode: int) -> np.ndarray:
+        """Active experience rows under a factor node, in creation order."""
+        d = self._dirs.get(fnode)
+        if d is None:
+            eids = self._nodes["eid"][self.children(fnode)] if fnode >= 0 else np.zeros(0, np.int64)
+            eids = eids[eids >= 0]
+            d = self._dirs[fnode] = eids[self.active[eids]] if eids.size else eids.astype(np.int64)
+        return d
+
+
+class _Overlay:
+    """One episode's view: the snapshot plus what the episode itself changed (deltas, new rows, merges).
+
+    References to experiences are ints: ``>= 0`` a store row, ``< 0`` the episode's own new
+    direction number ``-1 - m`` (its row is given at the barrier).
+    """
+
+    def __init__(self, view, horizons, q0: float, q_min: float, q_max: float):
+        self.view = view
+        self.H = len(horizons)
+        self.q0, self.q_min, self.q_max = q0, q_min, q_max
+        self.q: dict[int, np.ndarray] = {}
+        self.hit: dict[int, float] = {}
+        self.into: dict[int, int] = {}
+        self.new: list[tuple[str, str]] = []  # (factor text, direction text)
+        self.new_by_key: dict[tuple[int, int], int] = {}
+        self.new_under: dict[int, list[int]] = defaultdict(list)  # factor key -> refs, creation order
+        self.factor_text: dict[int, str] = {}  # factor key -> first spelling (new factor nodes)
+        self.fnode_of: dict[int, tuple[int, int]] = {}  # new direction ref -> (factor node or -1, factor key)
+        self.merged_into = view.merged_into
+        self.block = view._block
+
+    def qrow(self, ref: int) -> np.ndarray:
+        if ref in self.q:
+            return self.q[ref]
+        if ref < 0:
+            return np.full(self.H, self.q0)
+        return np.asarray(self.block[ref, : self.H], dtype=np.float64)
+
+    def hits(self, ref: int) -> float:
+        if ref in self.hit:
+            return self.hit[ref]
+        return 0.0 if ref < 0 else float(self.block[ref, self.H])
+
+    def resolve(self, ref: int) -> int:
+        while True:
+            if ref in self.into:
+                ref = self.into[ref]
+            elif ref >= 0 and self.merged_into[ref] >= 0:
+                ref = int(self.merged_into[ref])
+            else:
+                return ref
+
+    def merge(self, keep: int, drop: int) -> None:
+        """ExperienceStore.merge on the overlay (hit-weighted reliability)."""
+        hk, hd = self.hits(keep), self.hits(drop)
+        wk, wd = (hk, hd) if hk + hd > 0 else (1.0, 1.0)
+        self.q[keep] = (wk * self.qrow(keep) + wd * self.qrow(drop)) / (wk + wd)
+        self.hit[keep] = hk + hd
+        self.hit[drop] = 0.0
+        self.into[drop] = keep
 
 
 class PipeToE(FinanceMethod):
     name = "Pipe+ToE"
 
-    def __init__(self, ctx: StreamContext, cfg: ToEConfig, update: str = "formula", n_channels: int = 0):
-        super().__init__(ctx)
+    def __init__(self, ctx: StreamContext, days: Sequence[int], cfg: ToEConfig, update: str = "formula",
+                 n_channels: int = 0):
+        super().__init__(ctx, days)
         if update not in ("formula", "llm"):
             raise ValueError(f"update must be 'formula' or 'llm', got {update!r}")
         self.cfg = cfg
         self.update = update
         if update == "llm":
             self.name = "Pipe+ToE (LLM update)"
-        self.tree = ExperienceTree(ctx.horizons, cfg.q0, cfg.q_min, cfg.q_max, cfg.eta)
-        self.ledger = PendingFeedback()
-        self.route: dict[tuple[int, int], str] = {}
-        self.applied_updates = 0
-        # ground-truth attribution (synthetic data): hits per (experience, news channel)
+        self.store = ExperienceStore(horizons=ctx.horizons, depth=3, q0=cfg.q0, eta=cfg.eta, q_min=cfg.q_min,
+                                     q_max=cfg.q_max, capacity=256)
+        n = ctx.market.n_industries
+        self.industry_node = self.store.add_nodes([[name] for name in ctx.market.industries],
+                                                  keys=[[normalized_key(name)] for name in ctx.market.industries])
+        self.route = np.full((len(ctx.market.news.title), n), -1, dtype=np.int64)  # factor node per (news, industry)
+        # ground-truth attribution (synthetic data): hits per (experience row, news channel)
         self.n_channels = int(n_channels)
-        self.channel_hits = np.zeros((0, max(1, self.n_channels)), dtype=np.int64)
+        self.channel_hits = np.zeros((256, max(1, self.n_channels)), dtype=np.int64)
+
+    # ------------------------------------------------------------------ the round contract
+    def snapshot(self):
+        snap = {f"store_{k}": v for k, v in self.store.snapshot().items()}
+        snap["route"] = self.route
+        if self.update == "llm":
+            snap.update({f"ledger_{k}": v for k, v in self.store.ledger.columns().items()})
+        return snap
+
+    def _day(self, snapshot, j, episodes, llm):
+        view = _FastView(ExperienceStore.from_snapshot({k[6:]: v for k, v in snapshot.items()
+                                                        if k.startswith("store_")}))
+        stats = _stats_for(episodes)
+        ov = {e.payload[2]: _Overlay(view, self.ctx.horizons, self.cfg.q0, self.cfg.q_min, self.cfg.q_max)
+              for e in episodes}
+        ups = {e.payload[2]: {} for e in episodes}
+        if self.update == "llm":
+            self._llm_feedback(snapshot, view, j, episodes, llm, stats, ov, ups)
+        day = int(self.days[j])
+        industries = [e.payload[2] for e in episodes if self.ctx.retained(e.payload[2], day)]
+        lines, used = self._structure(snapshot, view, day, industries, llm, stats, ov, ups)
+        preds = self._predict(day, llm, industries, lambda i: (tuple(lines[i]), ()), stats)
+        out = []
+        for e in episodes:
+            i = e.payload[2]
+            u = ups[i]
+            u.setdefault("fb_entries", np.zeros(0, np.int64))
+            u.setdefault("fb_deltas", np.zeros(0))
+            for key in ("route_news", "recall", "proposal_recall", "merge_keep", "merge_drop", "hit", "hit_channel",
+                        "used"):
+                u.setdefault(key, np.zeros(0, np.int64))
+            for key in ("route_factor", "new_factor", "new_direction"):
+                u.setdefault(key, np.zeros(0, dtype="U1"))
+            u["used"] = np.asarray(used.get(i, []), dtype=np.int64)
+            out.append(EpisodeResult(e.episode_id, self._record(e, preds.get(i, self._nan()), stats[i], llm), u))
+        return out
 
     # ------------------------------------------------------------------ stages
-    def _apply_feedback(self, day, llm) -> None:
-        # a failed update (bad reward, backend error) must change nothing: peek, apply, then pop
-        entries = [e for e in self.ledger.peek(day) if e.eids]
-        if not entries:
-            self.ledger.due(day)
-            return
-        alpha = self.ctx.market.alpha
-        tree = self.tree
-        if self.update == "formula":
-            eids, hcols, rewards = [], [], []
-            for e in entries:
-                r = feedback(e, alpha)
-                for eid in dict.fromkeys(tree.resolve(x) for x in e.eids):
-                    eids.append(eid)
-                    hcols.append(e.hcol)
-                    rewards.append(r)
-            tree.formula_update(eids, hcols, rewards)  # ToE eq. (A6), entry order
-            self.applied_updates += len(eids)
-            self.ledger.due(day)
-            return
-        reqs, shown = [], []
-        for e in entries:
-            r = feedback(e, alpha)
-            used = list(dict.fromkeys(tree.resolve(x) for x in e.eids))
-            exps = [(eid, tree.path(eid), float(tree.q[eid, e.hcol])) for eid in used]
-            prompt = P.update_prompt(self.ctx.market.industries[e.industry], self.ctx.date(e.day), e.horizon,
-                                     e.sentiment, float(alpha[e.industry, e.day, e.hcol]), r, exps)
-            reqs.append(self.ctx.request(prompt, f"{self.name}:update:{e.entry_id}"))
-            shown.append((e, exps))
-        eids, hcols, deltas = [], [], []
-        for (e, exps), texts in zip(shown, self._generate(llm, reqs, "update")):
+    def _llm_feedback(self, snapshot, view, j, episodes, llm, stats, ov, ups) -> None:
+        """LLM-based updater (eq. (10)): one UPDATE prompt per (prediction, horizon) due today."""
+        ctx = self.ctx
+        day = int(self.days[j])
+        n = ctx.market.n_industries
+        alpha = ctx.market.alpha
+        ep, hz = snapshot["ledger_episode"], snapshot["ledger_horizon"]
+        rows_all = np.flatnonzero((snapshot["ledger_status"] == 0) & (snapshot["ledger_due"] <= day))
+        reqs, shown, owners = [], [], []
+        for e in episodes:
+            i = e.payload[2]
+            rows = rows_all[ep[rows_all] % n == i]
+            groups: dict[tuple[int, int], list[int]] = {}
+            for r in rows.tolist():
+                groups.setdefault((int(ep[r]), int(hz[r])), []).append(r)
+            for (epi, hc), rs in groups.items():
+                j0 = epi // n
+                d0 = int(self.days[j0])
+                a = float(snapshot["ledger_action"][rs[0]])
+                o = float(alpha[i, d0, hc])
+                refs = [ov[i].resolve(int(snapshot["ledger_eid"][r])) for r in rs]
+                exps = [(eid, tuple(view.path_texts(eid)), float(view.reliability[eid, hc]))
+                        for eid in dict.fromkeys(refs)]
+                prompt = P.update_prompt(ctx.market.industries[i], ctx.date(d0), ctx.horizons[hc], a, o, a * o, exps)
+                reqs.append(ctx.request(prompt, f"{self.name}:update:{epi}:{hc}"))
+                shown.append((i, hc, rs, refs, exps))
+                owners.append(stats[i])
+        deltas: dict[int, list] = defaultdict(list)
+        entries: dict[int, list] = defaultdict(list)
+        for (i, hc, rs, refs, exps), texts in zip(shown, self._generate(llm, reqs, "update", owners)):
             new = P.parse_update(texts[0] if texts else "", [x[0] for x in exps], self.cfg.q_min, self.cfg.q_max)
             if new is None:
-                self.stats["parse_failures"] += 1
-                continue
-            for eid, _, q in exps:
-                if eid in new:
-                    eids.append(eid)
-                    hcols.append(e.hcol)
-                    deltas.append(new[eid] - q)  # eq. (10) as a delta on the value the LLM saw
-        self.tree.delta_update(eids, hcols, deltas)
-        self.applied_updates += len(eids)
-        self.ledger.due(day)
+                stats[i]["parse_failures"] += 1
+                new = {}
+            d_of = {eid: (new[eid] - q if eid in new else 0.0) for eid, _, q in exps}  # eq. (10): delta on the shown Q
+            seen = set()
+            for r, ref in zip(rs, refs):
+                entries[i].append(r)
+                deltas[i].append(d_of[ref])
+                if ref in seen:  # the store applies one update per (entry, experience): see ExperienceStore.resolve
+                    continue
+                seen.add(ref)
+                q = ov[i].qrow(ref).copy()
+                q[hc] = min(max(q[hc] + d_of[ref], self.cfg.q_min), self.cfg.q_max)
+                ov[i].q[ref] = q
+        for e in episodes:
+            i = e.payload[2]
+            ups[i]["fb_entries"] = np.asarray(entries[i], dtype=np.int64)
+            ups[i]["fb_deltas"] = np.asarray(deltas[i], dtype=np.float64)
 
-    def _route(self, day, llm, pairs) -> None:
-        ctx = self.ctx
-        nw = ctx.market.news
-        todo = [(k, i) for k, i in pairs if (k, i) not in self.route]
-        reqs = []
-        for k, i in todo:
-            name = ctx.market.industries[i]
-            factors = list(dict.fromkeys(list(self.cfg.factors) + self.tree.factors(name)))
-            reqs.append(ctx.request(P.route_prompt(name, factors, nw.title[k], nw.content[k]), f"{self.name}:route:{k}"))
-        for key, texts in zip(todo, self._generate(llm, reqs, "route")):
-            f = P.parse_route(texts[0] if texts else "")
-            if f is None:
-                self.stats["parse_failures"] += 1
-                f = self.cfg.factors[0]
-            self.route[key] = f
-
-    def _candidates(self, fnode: int, news_vec: np.ndarray) -> np.ndarray:
-        eids = self.tree.directions(fnode)
+    def _candidates(self, view, fnode: int, news_vec: np.ndarray) -> np.ndarray:
+        eids = view.directions(fnode)
         if eids.size > self.cfg.k1:
-            vecs = self.ctx.embedder.embed([self.tree.text[int(self.tree.leaf[e])] for e in eids])
+            vecs = self.ctx.embedder.embed([view.node_text(int(view._exp["path"][e, 2])) for e in eids])
             sims = vecs @ news_vec
             order = np.lexsort((np.arange(eids.size), -sims))[: self.cfg.k1]
             eids = eids[np.sort(order)]
         return eids
 
-    def _merge_new(self, day, llm, new_eids: list[int]) -> None:
-        """Near-duplicate siblings of new experiences (cosine >= lam) go to the LLM merger; one batch."""
-        tree = self.tree
-        reqs, pairs = [], []
-        for eid in new_eids:
-            fnode = int(tree.parent[tree.leaf[eid]])
-            sibs = [s for s in tree.directions(fnode).tolist() if s < eid]  # older siblings
-            if not sibs:
-                continue
-            texts = [tree.text[int(tree.leaf[s])] for s in sibs]
-            vecs = self.ctx.embedder.embed(texts + [tree.text[int(tree.leaf[eid])]])
-            sims = vecs[:-1] @ vecs[-1]
-            best = int(np.argmax(sims))
-            if sims[best] < self.cfg.lam:
-                continue
-            ind, fac, _ = tree.path(eid)
-            reqs.append(self.ctx.request(P.merge_prompt(ind, fac, texts[best], tree.text[int(tree.leaf[eid])]),
-                                         f"{self.name}:merge:{eid}"))
-            pairs.append((sibs[best], eid))
-        for (keep, drop), texts in zip(pairs, self._generate(llm, reqs, "merge")):
-            ans = P.parse_merge(texts[0] if texts else "")
-            if ans is None:
-                self.stats["parse_failures"] += 1
-                continue
-            if ans[0] and tree.resolve(keep) != tree.resolve(drop):
-                k, d = tree.resolve(keep), tree.resolve(drop)
-                tree.merge(k, d)
-                self.channel_hits[k] += self.channel_hits[d]
-                self.channel_hits[d] = 0
-                self.stats["merges"] += 1
-
-    def _grow_channel_hits(self) -> None:
-        n = self.tree.n_experiences
-        if self.channel_hits.shape[0] < n:
-            pad = np.zeros((n - self.channel_hits.shape[0], self.channel_hits.shape[1]), dtype=np.int64)
-            self.channel_hits = np.vstack([self.channel_hits, pad])
-
-    # ------------------------------------------------------------------ step
-    def step(self, day, llm):
+    def _structure(self, snapshot, view, day, industries, llm, stats, ov, ups):
         ctx = self.ctx
         nw = ctx.market.news
-        tree = self.tree
-        self._apply_feedback(day, llm)
-        industries = ctx.industries_with_news(day)
+        route = snapshot["route"]
         pairs = [(k, i) for i in industries for k in ctx.retained(i, day)]
-        self._route(day, llm, pairs)
+        # routing: uncached pairs, one batch
+        todo = [(k, i) for k, i in pairs if route[k, i] < 0]
+        reqs = []
+        for k, i in todo:
+            name = ctx.market.industries[i]
+            known = [view.node_text(int(c)) for c in view.children(int(self.industry_node[i]))]
+            factors = list(dict.fromkeys(list(self.cfg.factors) + known))
+            reqs.append(ctx.request(P.route_prompt(name, factors, nw.title[k], nw.content[k]), f"{self.name}:route:{k}"))
+        routed: dict[tuple[int, int], str] = {}
+        for (k, i), texts in zip(todo, self._generate(llm, reqs, "route", [stats[i] for _, i in todo])):
+            f = P.parse_route(texts[0] if texts else "")
+            if f is None:
+                stats[i]["parse_failures"] += 1
+                f = self.cfg.factors[0]
+            routed[(k, i)] = f
+        for i in industries:
+            mine = [(k, f) for (k, ii), f in routed.items() if ii == i]
+            ups[i]["route_news"] = np.array([k for k, _ in mine], dtype=np.int64)
+            ups[i]["route_factor"] = np.array([f for _, f in mine], dtype=str) if mine else np.zeros(0, dtype="U1")
 
         # retrieval + rerank/propose: one RERANK prompt per (news, industry)
         news_vecs = ctx.embedder.embed([ctx.news_text(k) for k, _ in pairs]) if pairs else None
         reqs, meta = [], []
-        for j, (k, i) in enumerate(pairs):
+        recall: dict[int, list[int]] = defaultdict(list)
+        for jj, (k, i) in enumerate(pairs):
             name = ctx.market.industries[i]
-            factor = self.route[(k, i)]
-            fnode = tree.prefix(name, factor)
-            cands = self._candidates(fnode, news_vecs[j])
-            tree.count_recall(cands)
-            listed = [(int(e), tree.text[int(tree.leaf[e])]) for e in cands]
+            if (k, i) in routed:
+                factor = routed[(k, i)]
+                fkey = normalized_key(_collapse(factor))
+                fnode = view.find(int(self.industry_node[i]), fkey)
+                if fnode < 0:
+                    ov[i].factor_text.setdefault(fkey, _collapse(factor))
+            else:
+                fnode = int(route[k, i])
+                factor = view.node_text(fnode)
+                fkey = int(view._nodes["key"][fnode])
+            cands = self._candidates(view, fnode, news_vecs[jj]) if fnode >= 0 else np.zeros(0, np.int64)
+            recall[i].extend(cands.tolist())
+            listed = [(int(e), view.node_text(int(view._exp["path"][e, 2]))) for e in cands]
             reqs.append(ctx.request(P.rerank_prompt(name, factor, nw.title[k], nw.content[k], listed),
                                     f"{self.name}:rerank:{day}:{k}"))
-            meta.append((k, i, fnode, cands))
+            meta.append((k, i, fnode, fkey, cands))
         selected: list[list[int]] = []
-        new_eids: list[int] = []
-        for (k, i, fnode, cands), texts in zip(meta, self._generate(llm, reqs, "rerank")):
+        created: dict[int, list[int]] = defaultdict(list)
+        proposal_recall: dict[int, list[int]] = defaultdict(list)
+        for (k, i, fnode, fkey, cands), texts in zip(meta, self._generate(llm, reqs, "rerank",
+                                                                          [stats[m[1]] for m in meta])):
             ans = P.parse_rerank(texts[0] if texts else "", cands.tolist())
             if ans is None:
-                self.stats["parse_failures"] += 1
+                stats[i]["parse_failures"] += 1
                 selected.append([])
                 continue
             sel, new = ans
             if not sel and new:  # the proposer: at most one new direction, only when none fits
-                eid, created = tree.add(fnode, new, day)
-                self.stats["proposals"] += 1
-                if created:
-                    new_eids.append(eid)
-                tree.count_recall([eid])  # a proposed path is a candidate too: hit never exceeds recall
-                sel = [eid]
+                ref, is_new = self._propose(view, ov[i], fnode, fkey, new)
+                stats[i]["proposals"] += 1
+                if is_new:
+                    created[i].append(ref)
+                proposal_recall[i].append(ref)  # a proposed path is a candidate too: hit never exceeds recall
+                sel = [ref]
             selected.append(sel)
-        self._grow_channel_hits()
-        if self.cfg.merge and new_eids:
-            self._merge_new(day, llm, new_eids)
+        if self.cfg.merge:
+            self._merge_new(view, industries, llm, stats, ov, ups, created)
 
-        # hits: once per news item that selects the experience
-        per_ind: dict[int, list[P.ExperienceLine]] = defaultdict(list)
+        # hits (once per news item that selects the experience) and the prediction's experience lines
+        lines: dict[int, list[P.ExperienceLine]] = defaultdict(list)
         used: dict[int, list[int]] = defaultdict(list)
-        for (k, i, _, _), sel in zip(meta, selected):
-            sel = list(dict.fromkeys(tree.resolve(e) for e in sel))
+        hit: dict[int, list[int]] = defaultdict(list)
+        hit_channel: dict[int, list[int]] = defaultdict(list)
+        for (k, i, _, _, _), sel in zip(meta, selected):
+            o = ov[i]
+            sel = list(dict.fromkeys(o.resolve(e) for e in sel))
             if not sel:
                 continue
-            tree.count_hit(sel)
-            if self.n_channels and nw.channel[k] >= 0:
-                self.channel_hits[sel, nw.channel[k]] += 1
             pos = ctx.retained(i, day).index(k) + 1
             for e in sel:
-                per_ind[i].append(P.ExperienceLine(pos, tree.path(e), tuple(float(x) for x in tree.q[e])))
+                o.hit[e] = o.hits(e) + 1
+                hit[i].append(e)
+                hit_channel[i].append(int(nw.channel[k]) if self.n_channels else -1)
+                lines[i].append(P.ExperienceLine(pos, self._path(view, o, i, e), tuple(float(x) for x in o.qrow(e))))
                 used[i].append(e)
-
-        out, _ = self._predict(day, llm, industries, lambda i: (tuple(per_ind[i]), ()))
         for i in industries:
-            eids = tuple(dict.fromkeys(used[i]))
-            for hc, h in enumerate(ctx.horizons):
-                self.ledger.add(i, day, hc, h, float(out[i, hc]), eids)
-        return out
+            u = ups[i]
+            u["recall"] = np.asarray(recall[i], dtype=np.int64)
+            u["proposal_recall"] = np.asarray(proposal_recall[i], dtype=np.int64)
+            u["new_factor"] = np.array([f for f, _ in ov[i].new], dtype=str) if ov[i].new else np.zeros(0, "U1")
+            u["new_direction"] = np.array([d for _, d in ov[i].new], dtype=str) if ov[i].new else np.zeros(0, "U1")
+            u["hit"] = np.asarray(hit[i], dtype=np.int64)
+            u["hit_channel"] = np.asarray(hit_channel[i], dtype=np.int64)
+        return lines, {i: list(dict.fromkeys(v)) for i, v in used.items()}
+
+    def _path(self, view, o: _Overlay, i: int, ref: int) -> tuple[str, str, str]:
+        if ref >= 0:
+            return tuple(view.path_texts(ref))
+        factor, direction = o.new[-1 - ref]
+        return self.ctx.market.industries[i], factor, direction
+
+    def _propose(self, view, o: _Overlay, fnode: int, fkey: int, text: str) -> tuple[int, bool]:
+        """The reference of direction ``text`` under the factor: existing (its active row), this
+        episode's own earlier proposal, or a new one. Returns ``(ref, created)``."""
+        text = _collapse(text)
+        dkey = normalized_key(text)
+        if fnode >= 0:
+            leaf = view.find(fnode, dkey)
+            if leaf >= 0 and view._nodes["eid"][leaf] >= 0:
+                return o.resolve(int(view._nodes["eid"][leaf])), False
+        if (fkey, dkey) in o.new_by_key:
+            return o.resolve(o.new_by_key[(fkey, dkey)]), False
+        ref = -1 - len(o.new)
+        factor = view.node_text(fnode) if fnode >= 0 else o.factor_text[fkey]
+        o.new.append((factor, text))
+        o.new_by_key[(fkey, dkey)] = ref
+        o.new_under[fkey].append(ref)
+        o.fnode_of[ref] = (fnode, fkey)
+        return ref, True
+
+    def _merge_new(self, view, industries, llm, stats, ov, ups, created) -> None:
+        """Near-duplicate older siblings of new directions (cosine >= lam) go to the LLM merger; one batch."""
+        reqs, pairs = [], []
+        for i in industries:
+            o = ov[i]
+            for ref in created[i]:
+                fnode, fkey = o.fnode_of[ref]
+                old = view.directions(fnode).tolist() if fnode >= 0 else []
+                sibs = old + [r for r in o.new_under[fkey] if r > ref]  # older: own proposals made before this one
+                if not sibs:
+                    continue
+                texts = [self._path(view, o, i, s)[2] for s in sibs]
+                mine = o.new[-1 - ref][1]
+                vecs = self.ctx.embedder.embed(texts + [mine])
+                sims = vecs[:-1] @ vecs[-1]
+                best = int(np.argmax(sims))
+                if sims[best] < self.cfg.lam:
+                    continue
+                ind, fac, _ = self._path(view, o, i, ref)
+                reqs.append(self.ctx.request(P.merge_prompt(ind, fac, texts[best], mine),
+                                             f"{self.name}:merge:{ref}"))
+                pairs.append((i, sibs[best], ref))
+        keep_of: dict[int, list] = defaultdict(list)
+        drop_of: dict[int, list] = defaultdict(list)
+        for (i, keep, drop), texts in zip(pairs, self._generate(llm, reqs, "merge", [stats[p[0]] for p in pairs])):
+            ans = P.parse_merge(texts[0] if texts else "")
+            if ans is None:
+                stats[i]["parse_failures"] += 1
+                continue
+            o = ov[i]
+            k, d = o.resolve(keep), o.resolve(drop)
+            if ans[0] and k != d:
+                o.merge(k, d)
+                keep_of[i].append(k)
+                drop_of[i].append(d)
+                stats[i]["merges"] += 1
+        for i in industries:
+            ups[i]["merge_keep"] = np.asarray(keep_of[i], dtype=np.int64)
+            ups[i]["merge_drop"] = np.asarray(drop_of[i], dtype=np.int64)
+
+    # ------------------------------------------------------------------ the barrier
+    def apply(self, results) -> None:
+        """The day's updates in episode order, one store call per kind (industries' rows are disjoint,
+        so phase by phase equals episode by episode): LLM deltas, factor nodes, new directions,
+        recalls, merges, hits, ledger entries; then the formula rule's due feedback."""
+        st = self.store
+        fb = [r for r in results if r.updates["fb_entries"].size]
+        if fb:  # LLM-based updater, eq. (10), entry order
+            st.resolve(np.concatenate([np.asarray(r.updates["fb_entries"], np.int64) for r in fb]),
+                       rewards=np.concatenate([np.asarray(r.updates["fb_deltas"], np.float64) for r in fb]),
+                       rule="delta")
+        paths, created, first_new = [], [], {}
+        for r in results:
+            u, i = r.updates, int(r.record["industry"])
+            ind = self.ctx.market.industries[i]
+            for k, f in zip(u["route_news"].tolist(), u["route_factor"].tolist()):
+                f = _collapse(f)
+                self.route[k, i] = st.add_nodes([[ind, f]], keys=[[normalized_key(ind), normalized_key(f)]])[0]
+            first_new[r.episode_id] = len(paths)
+            for f, d in zip(u["new_factor"].tolist(), u["new_direction"].tolist()):
+                paths.append([ind, str(f), str(d)])
+                created.append(float(r.record["day"]))
+        rows = np.zeros(0, np.int64)
+        if paths:
+            rows = st.add_paths(paths, keys=[[normalized_key(t) for t in p] for p in paths],
+                                created=np.asarray(created))
+            self._grow_channel_hits()
+
+        def rows_of(r, refs) -> np.ndarray:
+            """Store rows of an episode's references (``-1 - m``: its m-th new direction)."""
+            refs = np.asarray(refs, dtype=np.int64)
+            new = refs < 0
+            if new.any():
+                refs = refs.copy()
+                refs[new] = rows[first_new[r.episode_id] - 1 - refs[new]]
+            return refs
+
+        rec = [rows_of(r, np.concatenate([r.updates["recall"], r.updates["proposal_recall"]])) for r in results]
+        rec = np.concatenate(rec) if rec else np.zeros(0, np.int64)
+        if rec.size:
+            st.record_recall(rec)
+        for r in results:
+            u = r.updates
+            for keep, drop in zip(rows_of(r, u["merge_keep"]).tolist(), rows_of(r, u["merge_drop"]).tolist()):
+                k, d = st.canonical([keep, drop])
+                if k != d:
+                    st.merge(int(k), int(d))
+                    self.channel_hits[k] += self.channel_hits[d]
+                    self.channel_hits[d] = 0
+        hits = [rows_of(r, r.updates["hit"]) for r in results]
+        hits = np.concatenate(hits) if hits else np.zeros(0, np.int64)
+        if hits.size:
+            hits = st.canonical(hits)
+            st.record_hit(hits)
+            if self.n_channels:
+                ch = np.concatenate([np.asarray(r.updates["hit_channel"], np.int64) for r in results])
+                ok = ch >= 0
+                np.add.at(self.channel_hits, (hits[ok], ch[ok]), 1)
+        H = len(self.ctx.horizons)
+        horizons = np.asarray(self.ctx.horizons, np.int64)
+        cols: list[list[np.ndarray]] = [[], [], [], [], []]
+        into = st.merged_into
+        for r in results:
+            used = rows_of(r, r.updates["used"])
+            s = r.record["s"]
+            if not (used.size and np.isfinite(s[0])):
+                continue
+            if (into[used] >= 0).any():  # merged at this barrier: the experience it went into, once
+                used = np.asarray(list(dict.fromkeys(st.canonical(used).tolist())), np.int64)
+            day = int(self.days[r.record["day"]])
+            cols[0].append(np.full(used.size * H, r.episode_id))
+            cols[1].append(np.tile(used, H))
+            cols[2].append(np.repeat(np.arange(H), used.size))
+            cols[3].append(np.repeat(day + horizons, used.size))
+            cols[4].append(np.repeat(np.asarray(s, np.float64), used.size))
+        if cols[0]:  # ToE eq. (7): r = a_t * o_{t+h}, due on day t + h
+            st.defer(*(np.concatenate(c) for c in cols))
+        if results:
+            self._after_round(int(results[-1].record["day"]))
+
+    def _after_round(self, j: int) -> None:
+        """Formula rule (eq. (A6)): every entry due by the next day's predictions, entry order, once."""
+        if self.update != "formula":
+            return
+        nxt = self.next_day(j)
+        if nxt is None:
+            return
+        st = self.store
+        entries = st.ledger.due(nxt)
+        if not entries.size:
+            return
+        n = self.ctx.market.n_industries
+        ep = st.ledger.column("episode")[entries]
+        hc = st.ledger.column("horizon")[entries]
+        ind, j0 = ep % n, ep // n
+        outcomes = self.ctx.market.alpha[ind, self.days[j0], hc]
+        st.resolve(entries, outcomes=outcomes, rule="formula")
+
+    def _grow_channel_hits(self) -> None:
+        n = self.store.n_experiences
+        cap = self.channel_hits.shape[0]
+        if n > cap:  # amortized: double
+            grown = np.zeros((max(n, 2 * cap), self.channel_hits.shape[1]), dtype=np.int64)
+            grown[:cap] = self.channel_hits
+            self.channel_hits = grown
+
+    # ------------------------------------------------------------------ checkpoints
+    def save_state(self, directory: Path) -> None:
+        directory = Path(directory)
+        self.store.save(directory / "store")
+        np.save(directory / "route.npy", self.route)
+        np.save(directory / "channel_hits.npy", self.channel_hits[: self.store.n_experiences])
+
+    def load_state(self, directory: Path) -> None:
+        directory = Path(directory)
+        self.store = ExperienceStore.load(directory / "store")
+        self.route = np.load(directory / "route.npy")
+        ch = np.load(directory / "channel_hits.npy")
+        self.channel_hits = np.zeros((max(256, ch.shape[0]), ch.shape[1]), dtype=np.int64)
+        self.channel_hits[: ch.shape[0]] = ch

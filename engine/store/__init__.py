@@ -33,6 +33,11 @@ Public API (stable; extended, never renamed)::
     st.update(eids, rewards_f8_b_by_H, rule="formula" | "asymmetric" | "binary" | "delta",
               horizon=None | index | name | i8[b], eta=None, q0=None, eta_task=None)
 
+    # merges (finance's merger): active / merged_into columns, feedback follows merges
+    st.merge(keep, drop);   st.canonical(eids) -> i8[b];   st.active, st.merged_into
+    st.add_nodes([["Energy", "Oil supply"]], keys=None) -> i8[b]   # inner nodes, no experience
+    normalized_key(text)   # text_key over lower-cased, whitespace-collapsed text
+
     # delayed feedback (ToE eq. (7)), saved with the store, applied exactly once
     entry_ids = st.defer(episode_ids, eids, horizons, due, actions)
     st.resolve(st.ledger.due(now), outcomes=o)   # r = action * outcome, or rewards=r
@@ -59,6 +64,7 @@ from engine.store.experience import (
     StoreReader,
     StoreView,
     horizon_names,
+    normalized_key,
     text_key,
 )
 from engine.store.ledger import APPLIED, PENDING, FeedbackLedger
@@ -74,5 +80,6 @@ __all__ = [
     "StoreReader",
     "StoreView",
     "horizon_names",
+    "normalized_key",
     "text_key",
 ]

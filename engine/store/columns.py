@@ -31,7 +31,13 @@ EXPERIENCE_COLUMNS: dict[str, tuple[str, str | None]] = {
     # the experience's external id (a path CSV's eid); strictly increasing with the row, so the
     # boundary maps ids to dense rows with np.searchsorted; = the row for stores never imported
     "external_id": ("i8", None),
+    # merges (ToE's merger of near-duplicate siblings): a merged experience turns inactive and
+    # names the row it was folded into, so pending feedback for it reaches that row
+    "active": ("b1", None),
+    "merged_into": ("i8", None),  # row of the experience it was merged into, or -1
 }
+# value of each experience column on a new row (columns not listed are written by the kernel)
+EXPERIENCE_DEFAULTS = {"active": True, "merged_into": -1}
 # packed block fields: name -> (logical dtype, width); their columns are :func:`block_columns`
 BLOCK_FIELDS: dict[str, tuple[str, str | None]] = {
     "reliability": ("f8", "H"),  # Q, ToE eq. (A1)
@@ -43,7 +49,7 @@ BLOCK_FIELDS: dict[str, tuple[str, str | None]] = {
 # engine.store.persistence loops over them: a column of width "L" is stored as
 # NAME_1..NAME_L, one of width "H" as NAME_<horizon>; FILE_STEM renames a field in the files.
 NODE_PERSISTED = ("parent", "depth", "key")
-EXPERIENCE_PERSISTED = ("path", "reliability", "recall", "hit", "created", "external_id")
+EXPERIENCE_PERSISTED = ("path", "reliability", "recall", "hit", "created", "external_id", "active", "merged_into")
 FILE_STEM = {"reliability": "q"}  # experiences.parquet: q_h10, q_h20, ...
 
 

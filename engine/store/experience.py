@@ -27,6 +27,7 @@ from engine.store.reader import (  # noqa: F401  (re-exported)
     _keys_u64,
     _load_snapshot_into,
     horizon_names,
+    normalized_key,
     text_key,
 )
 from kernels import reliability as KR
@@ -228,10 +229,99 @@ class ExperienceStore(StoreReader):
         return out
 
     def _number_new_rows(self, old: int, new: int) -> None:
-        """External ids of appended rows: one past the last one (= the row for a store never imported)."""
+        """External ids of appended rows: one past the last one (= the row for a store never imported);
+        the columns of :data:`columns.EXPERIENCE_DEFAULTS` get their default."""
         ext = self._exp["external_id"]
         first = int(ext[old - 1]) + 1 if old else 0
         ext[old:new] = first + np.arange(new - old, dtype=np.int64)
+        for name, value in C.EXPERIENCE_DEFAULTS.items():
+            self._exp[name][old:new] = value
+
+    def add_nodes(self, paths: Sequence[Sequence[str]], keys=None) -> np.ndarray:
+        """Inner nodes without experiences (e.g. a finance (industry, factor) prefix); returns the
+        end node of each path ``i8[b]``. Existing nodes are reused, matched by (parent, key) as in
+        :meth:`add_paths`; ``keys`` (one int sequence per path) replaces the text hash."""
+        out = np.empty(len(paths), dtype=np.int64)
+        nd = self._nodes
+        for i, p in enumerate(paths):
+            if isinstance(p, str) or not isinstance(p, Sequence) or not 1 <= len(p) <= self.depth:
+                raise InputError(f"paths[{i}] must be a sequence of 1..{self.depth} strings, got {p!r:.80}")
+            kp = [text_key(t) for t in p] if keys is None else [int(k) & 0xFFFFFFFFFFFFFFFF for k in keys[i]]
+            if len(kp) != len(p):
+                raise InputError(f"keys[{i}] must have {len(p)} entries like paths[{i}], got {len(kp)}")
+            parent = 0
+            for lev, (t, k) in enumerate(zip(p, kp)):
+                if not isinstance(t, str):
+                    raise InputError(f"paths[{i}][{lev}] must be a str, got {type(t).__name__}")
+                key = np.uint64(k)
+                nid = int(KT.pk_find(self._pk_table, nd["parent"], nd["key"], parent, key))
+                if nid < 0:
+                    self._reserve_nodes(self._n_nodes + 1)
+                    nd = self._nodes
+                    nid = self._n_nodes
+                    for name, v in (("parent", parent), ("depth", lev + 1), ("key", key), ("eid", -1),
+                                    ("first_child", -1), ("last_child", -1), ("next_sibling", -1),
+                                    ("next_same_key", -1)):
+                        nd[name][nid] = v
+                    if nd["last_child"][parent] < 0:
+                        nd["first_child"][parent] = nid
+                    else:
+                        nd["next_sibling"][nd["last_child"][parent]] = nid
+                    nd["last_child"][parent] = nid
+                    KT._pk_insert(self._pk_table, parent, key, nid)
+                    if self._key_table.shape[0]:
+                        KT._key_insert(self._key_table, nd["key"], nd["next_same_key"], key, nid)
+                    self._append_text(t.encode("utf-8"))
+                    nd["text_end"][nid] = self._text_used
+                    self._n_nodes += 1
+                parent = nid
+            out[i] = parent
+        return out
+
+    # --- merges (ToE: near-duplicate siblings folded by the merger) ------------------------
+    def canonical(self, eids) -> np.ndarray:
+        """The active experience each of ``eids`` was (transitively) merged into; itself when active."""
+        eids = self._check_eids(eids).copy()
+        into = self._exp["merged_into"]
+        while eids.size:
+            nxt = into[eids]
+            moved = nxt >= 0
+            if not moved.any():
+                break
+            eids[moved] = nxt[moved]
+        return eids
+
+    def merge(self, keep: int, drop: int) -> None:
+        """Fold experience ``drop`` into its sibling ``keep`` (both active, one parent).
+
+        Hit and recall add up, reliability becomes the hit-weighted mean of the
+        two (the plain mean when neither was hit); ``drop`` turns inactive with
+        hit = recall = 0 and ``merged_into[drop] = keep``, so :meth:`resolve` sends
+        pending feedback for ``drop`` to ``keep``. Nothing changes on an error.
+        """
+        keep, drop = (int(x) for x in self._check_eids([keep, drop]))
+        act, into = self._exp["active"], self._exp["merged_into"]
+        if keep == drop:
+            raise StoreError(f"cannot merge experience {keep} into itself")
+        for e in (keep, drop):
+            if not act[e]:
+                raise StoreError(f"experience {e} is inactive (merged into {int(into[e])}); merge active ones")
+        path = self._exp["path"]
+        leaf = lambda e: int(path[e][path[e] >= 0][-1])  # noqa: E731
+        pk, pd = self._nodes["parent"][leaf(keep)], self._nodes["parent"][leaf(drop)]
+        if pk != pd:
+            raise StoreError(f"experiences {keep} and {drop} are not siblings (parents {int(pk)} and {int(pd)})")
+        H = self.n_horizons
+        blk = self._block
+        hk, hd = blk[keep, C.hit_col(H)], blk[drop, C.hit_col(H)]
+        wk, wd = (hk, hd) if hk + hd > 0 else (1.0, 1.0)
+        blk[keep, :H] = (wk * blk[keep, :H] + wd * blk[drop, :H]) / (wk + wd)
+        blk[keep, C.hit_col(H)] += hd
+        blk[keep, C.recall_col(H)] += blk[drop, C.recall_col(H)]
+        blk[drop, C.hit_col(H)] = 0.0
+        blk[drop, C.recall_col(H)] = 0.0
+        act[drop] = False
+        into[drop] = keep
 
     def set_external_ids(self, external_ids) -> None:
         """Overwrite every experience's external id (imports): ``i8[n]``, strictly increasing with the row."""
@@ -360,11 +450,20 @@ class ExperienceStore(StoreReader):
         """Apply pending ledger entries exactly once and mark them applied.
 
         Rewards are ``action * outcome`` (ToE eq. (7), FinEvolveBench's
-        ``r = a_t o_{t+h}``) unless ``rewards`` is given. Entries already applied
-        or unknown raise :class:`StoreError`; nothing changes on any error.
+        ``r = a_t o_{t+h}``) unless ``rewards`` is given. An entry whose
+        experience was merged updates the experience it was merged into
+        (:meth:`canonical`); when that makes two entries of one episode and
+        horizon name one experience, only the first updates it (the rest are
+        marked applied). Entries already applied or unknown raise
+        :class:`StoreError`; nothing changes on any error.
         """
         entries, eids, hcols, r = self.ledger.prepare(entries, outcomes, rewards)
-        self.update(eids, r, rule, horizon=hcols, **params)
+        moved = self.canonical(eids)
+        if np.array_equal(moved, eids):  # no merged experience: (episode, eid, horizon) keys are unique
+            self.update(eids, r, rule, horizon=hcols, **params)
+        else:
+            keep = _first_of_each(self.ledger.column("episode")[entries], hcols, moved)
+            self.update(moved[keep], r[keep], rule, horizon=hcols[keep], **params)
         self.ledger.mark_applied(entries, r)
 
     # --- snapshots and persistence --------------------------------------------------------
@@ -485,6 +584,12 @@ class ExperienceStore(StoreReader):
             raise StoreError(f"reliability values outside [{st.q_min}, {st.q_max}] or not finite")
         if n_exp and (hit.min() < 0 or (hit > recall).any()):
             raise StoreError("hit counts must satisfy 0 <= hit <= recall")
+        into = np.asarray(experiences["merged_into"], dtype=np.int64)
+        act = np.asarray(experiences["active"], dtype=bool)
+        if n_exp and (into.min() < -1 or into.max() >= n_exp or (act != (into < 0)).any()):
+            bad = int(np.flatnonzero((into < -1) | (into >= n_exp) | (act != (into < 0)))[0])
+            raise StoreError(f"experience {bad}: merged_into={int(into[bad])} and active={bool(act[bad])} "
+                             f"disagree (an experience is inactive exactly when merged into a row 0..{n_exp - 1})")
         st._block[:n_exp] = 0.0
         for name in C.BLOCK_FIELDS:
             st._block[:n_exp, C.block_columns(name, H)] = experiences[name]
@@ -505,7 +610,7 @@ class ExperienceStore(StoreReader):
         """Allocated bytes per part and raw bytes of the used rows at the columns' logical dtypes.
 
         ``raw_experiences``/``raw_nodes``: every declared column (experience:
-        Q H x f8, hit i8, recall i8, path L x i8, created f8, external_id i8; node: all of
+        Q H x f8, hit i8, recall i8, path L x i8, created f8, external_id i8, active b1, merged_into i8; node: all of
         :data:`columns.NODE_COLUMNS` plus the text bytes). ``raw_persisted``:
         only what a checkpoint stores (node parent, depth, key, text).
         """
@@ -522,3 +627,15 @@ class ExperienceStore(StoreReader):
             "raw_nodes": m * node_row + self._text_used,
             "raw_persisted": n * exp_row + m * 3 * 8 + self._text_used,
         }
+
+
+def _first_of_each(episode: np.ndarray, hcols: np.ndarray, eids: np.ndarray) -> np.ndarray:
+    """Mask ``bool[b]`` of the first occurrence of each (episode, horizon, eid), batch order kept."""
+    b = eids.shape[0]
+    if b < 2:
+        return np.ones(b, dtype=bool)
+    keys = np.stack([np.asarray(episode, np.int64), np.asarray(hcols, np.int64), eids], axis=1)
+    _, first = np.unique(keys, axis=0, return_index=True)
+    mask = np.zeros(b, dtype=bool)
+    mask[first] = True
+    return mask

@@ -138,7 +138,7 @@ class FeedbackLedger:
             c["reward"][sl] = np.nan
             ids[new] = np.arange(self._n, self._n + m)
             self._n += m
-            self._reindex()
+            self._index_new(h[new], ids[new])
         return ids
 
     def _reserve(self, n: int) -> None:
@@ -149,6 +149,14 @@ class FeedbackLedger:
                 g = np.empty(new, dtype=a.dtype)
                 g[: self._n] = a[: self._n]
                 self._cols[k] = g
+
+    def _index_new(self, h: np.ndarray, ids: np.ndarray) -> None:
+        """Merge new entries into the sorted hash index: O(n) copies, no rehash of old entries."""
+        order = np.argsort(h, kind="stable")
+        h, ids = h[order], ids[order].astype(np.int64)
+        pos = np.searchsorted(self._hash_sorted, h, side="right")
+        self._hash_sorted = np.insert(self._hash_sorted, pos, h)
+        self._hash_order = np.insert(self._hash_order, pos, ids)
 
     def _reindex(self) -> None:
         c = self._cols

@@ -119,7 +119,11 @@ def read_path_csv(path, **store_kwargs) -> tuple[ExperienceStore, bool]:
 
 
 def write_path_csv(store, path) -> int:
-    """Write one row per experience (row order = eid order), eid = the external id; returns the row count."""
+    """Write one row per experience (row order = eid order), eid = the external id; returns the row count.
+
+    A store with merges gets two more columns after ``eid``: ``active`` and ``merged_into`` (the eid
+    a merged row was folded into, empty while active); :func:`read_path_csv` reads the paths, counts
+    and reliabilities and ignores those two (an imported store has no merges)."""
     import pyarrow as pa
     import pyarrow.csv as pcsv
 
@@ -137,7 +141,12 @@ def write_path_csv(store, path) -> int:
         cols[f"q_{h}"] = pa.array(np.ascontiguousarray(rel[:, j]))
     cols["recall"] = pa.array(store.recall)
     cols["hit"] = pa.array(store.hit)
-    cols["eid"] = pa.array(np.ascontiguousarray(store.external_ids))
+    ext = np.ascontiguousarray(store.external_ids)
+    cols["eid"] = pa.array(ext)
+    into = store.merged_into
+    if (into >= 0).any():  # a store with merges (finance): which rows are folded into which, by eid
+        cols["active"] = pa.array(np.ascontiguousarray(store.active))
+        cols["merged_into"] = pa.array([None if j < 0 else int(ext[j]) for j in into.tolist()], type=pa.int64())
     path = Path(path)
     with atomic_io.atomic_writer(path) as fh:  # a device or FIFO (/dev/stdout) is streamed, not replaced
         pcsv.write_csv(pa.table(cols), fh)

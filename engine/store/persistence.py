@@ -49,7 +49,9 @@ from engine.store.ledger import LEDGER_COLUMNS
 from engine.store.reader import horizon_names
 
 # 1-D experience columns that checkpoints written before they existed lack: their value on load
-_DEFAULTS = {"external_id": lambda n: np.arange(n, dtype=np.int64)}  # external id = the row
+_DEFAULTS = {"external_id": lambda n: np.arange(n, dtype=np.int64),  # external id = the row
+             "active": lambda n: np.ones(n, dtype=bool),  # no merges
+             "merged_into": lambda n: np.full(n, -1, dtype=np.int64)}
 
 FORMAT = "toe-experience-store"
 SCHEMA_VERSION = 1

@@ -29,6 +29,12 @@ def text_key(text: str) -> int:
     return int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest(), "little")
 
 
+def normalized_key(text: str) -> int:
+    """:func:`text_key` of ``text`` with case and runs of whitespace ignored (finance's node keys:
+    "Policy  planning" and "policy planning" are one node under a parent)."""
+    return text_key(" ".join(text.lower().split()))
+
+
 def horizon_names(horizons) -> tuple[str, ...]:
     """``(10, 20, 40)`` -> ``("h10", "h20", "h40")``; names are kept as given."""
     if isinstance(horizons, (str, int)) or not isinstance(horizons, Sequence) or len(horizons) == 0:
@@ -106,6 +112,16 @@ class StoreReader:
     def external_ids(self) -> np.ndarray:
         """External ids ``i8[n]`` (a path CSV's ``eid`` values), strictly increasing with the row."""
         return self._ro(self._exp["external_id"][: self._n_exp])
+
+    @property
+    def active(self) -> np.ndarray:
+        """``bool[n]``: False for an experience merged into another (see ``ExperienceStore.merge``)."""
+        return self._ro(self._exp["active"][: self._n_exp])
+
+    @property
+    def merged_into(self) -> np.ndarray:
+        """``i8[n]``: the row an experience was merged into, -1 while active."""
+        return self._ro(self._exp["merged_into"][: self._n_exp])
 
     def rows_of(self, external_ids, name: str = "eids") -> np.ndarray:
         """Dense rows ``i8[b]`` (what kernels and every other method take) of external ids.

@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import re
 import shlex
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -109,9 +108,9 @@ def scratch(tmp_path, pa_data):
                    tmp_path / "updates.parquet")
     subprocess.run([sys.executable, "-m", "engine", "store", "import", "paths.csv", "store_dir"], cwd=tmp_path,
                    check=True, capture_output=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
-    for folder in ("runs/finance", "runs/finance-synthetic"):  # what the docs' finance runs write
-        (tmp_path / folder).mkdir(parents=True)
-        shutil.copy(tmp_path / "paths.csv", tmp_path / folder / "tree.csv")
+    for folder in ("runs/finance", "runs/finance-synthetic"):  # the store checkpoint a finance run leaves
+        subprocess.run([sys.executable, "-m", "engine", "store", "import", "paths.csv", f"{folder}/tree_formula_seed0"],
+                       cwd=tmp_path, check=True, capture_output=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
     return tmp_path
 
 

@@ -89,4 +89,4 @@ def test_finance_rows_are_tagged(tmp_path, capsys):
     text = (tmp_path / "o" / "table.md").read_text()
     rows = [line for line in text.splitlines() if line.startswith("| Baseline") or line.startswith("| Pipe")]
     assert rows and all("[simulated]" in r for r in rows)
-    assert _summary(tmp_path / "o")["simulated"] is True
+    assert _summary(tmp_path / "o")["meta"]["simulated"] is True

@@ -4,10 +4,11 @@ import numpy as np
 import pytest
 
 from engine.finance.config import ProtocolConfig, SamplingConfig, ToEConfig
-from engine.finance.experiment import reliability_truth
-from engine.finance.methods import StreamContext
+from engine.executor import LocalExecutor
+from engine.finance.methods import StreamContext, stream_episodes
 from engine.finance.simulated import simulated_backend
 from engine.finance.synthetic import SyntheticConfig, eval_days, generate_market
+from engine.finance.task import reliability_truth
 from engine.finance.toe import PipeToE
 
 
@@ -17,10 +18,10 @@ def test_reliability_ranks_predictive_above_misleading(embedder):
     for seed in (0, 1, 2):
         m = generate_market(SyntheticConfig(n_industries=5, n_days=200, events_per_day=2.5, seed=seed))
         ctx = StreamContext(m, ProtocolConfig(horizons=m.horizons), SamplingConfig(), seed, embedder)
-        method = PipeToE(ctx, ToEConfig(), n_channels=len(m.truth["channels"]))
-        llm = simulated_backend(seed)
-        for d in eval_days(m).tolist():
-            method.step(d, llm)
+        days = eval_days(m)
+        method = PipeToE(ctx, days, ToEConfig(), n_channels=len(m.truth["channels"]))
+        LocalExecutor().run(method, stream_episodes(days, m.n_industries, seed), lambda: simulated_backend(seed),
+                            round_size=m.n_industries)
         rt = reliability_truth(method, m.truth)
         rhos.append([rt["spearman"][h] for h in ("10", "20", "40")])
         roles = rt["mean_q_by_role"]["10"]

@@ -202,8 +202,8 @@ def test_writable_copy_from_snapshot(store):
 
 def test_nbytes_reports_raw_and_allocated(store):
     nb = store.nbytes()
-    # Q x3, hit, recall, path x3, created, external_id
-    assert nb["raw_experiences"] == 4 * (3 * 8 + 8 + 8 + 3 * 8 + 8 + 8)
+    # Q x3, hit, recall, path x3, created, external_id, active (1 byte), merged_into
+    assert nb["raw_experiences"] == 4 * (3 * 8 + 8 + 8 + 3 * 8 + 8 + 8 + 1 + 8)
     assert nb["experiences"] >= 4 * 64
 
 

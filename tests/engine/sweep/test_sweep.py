@@ -184,9 +184,9 @@ def test_summary_rows_of_every_task():
     from engine.forecast.futurex_metrics import AccuracyRow
     from engine.forecast.metrics import Row
 
-    fin = {"backend": "simulated", "model": "m", "policy": "simulated", "label": "synthetic", "records": [
-        {"method": "Pipe", "horizon": h, "period": p, "tsIC": 0.1 * h, "csIC": -0.1 * h}
-        for h in (10, 20) for p in ("Exploitation", "Overall")]}
+    fin = {"meta": {"label": "synthetic"}, "methods": [  # the run folder's summary.json
+        {"method": "Pipe", "horizon": h, "period": p, "tsIC": 0.1 * h, "csIC": -0.1 * h, "backend": "simulated",
+         "model": "m", "simulated": True} for h in (10, 20) for p in ("Exploitation", "Overall")]}
     (row,) = summary_rows("finance", fin)
     assert row["tsIC_20d_Exploitation"] == pytest.approx(2.0) and row["csIC_10d_Overall"] == pytest.approx(-1.0)
     assert row["simulated"] is True

@@ -1,0 +1,236 @@
+"""Finance (FinEvolveBench-style news stream) as a :class:`engine.runner.Task`.
+
+Runs are methods x seeds; a run's episodes are one per (evaluated day,
+industry) and a round is one trading day (``round_size`` = the number of
+industries), so every prediction of a day reads the same snapshot and the
+barrier applies the day's updates in episode order (see
+:mod:`engine.finance.methods` and :mod:`engine.finance.toe`). The records
+(one per day and industry: the prediction ``s`` per horizon, prompt counters)
+become the paper's tables here; the store checkpoint of each Pipe+ToE run is
+written by :meth:`FinanceTask.after_run`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+
+from engine.finance.config import FinanceConfig
+from engine.finance.methods import STAT_KEYS, StreamContext, stream_episodes
+from engine.runner import RunSpec, Summary
+
+TOE_TAGS = {"Pipe+ToE": "formula", "Pipe+ToE (LLM update)": "llm"}
+
+
+@dataclass
+class FinanceRun:
+    """A parsed finance config with what every run shares."""
+
+    cfg: FinanceConfig
+    config: Mapping[str, Any]
+    llm_cfg: Any
+    market: Any
+    days: np.ndarray
+    embedder: Any
+    n_channels: int
+    prompt_sets: list
+    prompts_warning: str | None
+
+
+def tree_dir(spec: RunSpec) -> str:
+    """Folder (in the run folder) of the store checkpoint a Pipe+ToE run leaves."""
+    return f"tree_{TOE_TAGS[spec.method]}_seed{spec.seed}"
+
+
+class FinanceTask:
+    name = "finance"
+
+    def parse(self, config, options) -> FinanceRun:
+        import engine.baselines.prompts  # noqa: F401  (registers the baselines' prompts)
+        from engine import templates
+        from engine.embed import embedder_from_table
+        from engine.finance import prompts as _prompts  # noqa: F401  (registers the finance prompts)
+        from engine.finance.config import check_executor, load_finance_config
+        from engine.finance.experiment import build_market, evaluation_days
+        from engine.llm.config import load_llm_config
+
+        cfg = load_finance_config(config)
+        check_executor(cfg, options)
+        llm_cfg = load_llm_config(config.get("llm"))
+        sets, warning = templates.activate_for_run(
+            [("finance", cfg.prompts.file), ("baselines", cfg.prompts.baselines)], llm_cfg)
+        market = build_market(cfg)
+        days = evaluation_days(market, cfg)
+        n_channels = len(market.truth["channels"]) if market.truth else 0
+        return FinanceRun(cfg, config, llm_cfg, market, days, embedder_from_table(config.get("embed")), n_channels,
+                          sets, warning)
+
+    def runs(self, run: FinanceRun) -> list[RunSpec]:
+        return [RunSpec(m, s) for s in run.cfg.seeds for m in run.cfg.methods]
+
+    def make_method(self, run: FinanceRun, spec: RunSpec):
+        from engine.finance.experiment import build_method
+
+        ctx = StreamContext(run.market, run.cfg.protocol, run.cfg.sampling, spec.seed, run.embedder)
+        return build_method(spec.method, ctx, run.days, run.cfg, run.n_channels)
+
+    def episodes(self, run: FinanceRun, spec: RunSpec):
+        return stream_episodes(run.days, run.market.n_industries, spec.seed)
+
+    def round_size(self, run: FinanceRun, spec: RunSpec) -> int:
+        return run.market.n_industries  # one round = one trading day
+
+    def llm_factory(self, run: FinanceRun, spec: RunSpec):
+        from engine.finance.experiment import FinanceLLMFactory
+
+        return FinanceLLMFactory(run.config.get("llm"), run.cfg, spec.seed)
+
+    def checkpoint(self, run: FinanceRun) -> bool:
+        return run.cfg.protocol.checkpoint
+
+    def after_run(self, run: FinanceRun, spec: RunSpec, method, results, out: Path) -> dict[str, Any]:
+        if spec.method not in TOE_TAGS:
+            return {}
+        folder = out / tree_dir(spec)
+        method.store.save(folder)
+        extra: dict[str, Any] = {"tree": folder.name}
+        if run.market.truth is not None:
+            extra["reliability_truth"] = reliability_truth(method, run.market.truth)
+        return extra
+
+    def summarize(self, run: FinanceRun, records, extras) -> Summary:
+        from engine import templates
+        from engine.config import to_dict
+        from engine.finance.metrics import period_ics
+        from engine.run_folder import answered_by
+
+        cfg, market, days = run.cfg, run.market, run.days
+        backend, model = answered_by(records, run.config)
+        simulated = backend == "simulated"
+        labels = {
+            "data": "synthetic" if cfg.data.source == "synthetic" else "files",
+            "policy": "simulated" if simulated else f"{backend}:{model}",
+            "label": (f"{cfg.data.source} data, SIMULATED policy ({model})" if simulated
+                      else f"{cfg.data.source} data, backend {backend}:{model}"),
+        }
+        preds = predictions(records, cfg, market.n_industries, days.size, len(market.horizons))
+        alpha = market.alpha[:, days, :]
+        rows = []
+        for name in cfg.methods:
+            per_seed = {s: period_ics(p, alpha) for s, p in preds[name].items()}
+            for period in ("Exploitation", "Overall"):
+                for k, hz in enumerate(market.horizons):
+                    ts = np.array([per_seed[s][period]["tsIC"][k] for s in cfg.seeds])
+                    cs = np.array([per_seed[s][period]["csIC"][k] for s in cfg.seeds])
+                    rows.append({
+                        "method": name, "horizon": int(hz), "period": period,
+                        "tsIC": _f(np.nanmean(ts)), "csIC": _f(np.nanmean(cs)),
+                        "tsIC_std": _f(np.nanstd(ts)), "csIC_std": _f(np.nanstd(cs)),
+                        "tsIC_per_seed": [_f(x) for x in ts], "csIC_per_seed": [_f(x) for x in cs],
+                        "backend": backend, "model": model, "simulated": simulated, "seeds": list(cfg.seeds),
+                        "label": labels["label"],
+                    })
+        usage: dict[str, dict] = {}
+        for r in records:
+            u = usage.setdefault(r["method"], {k: 0 for k in STAT_KEYS})
+            for k in STAT_KEYS:
+                u[k] += int(r.get(k) or 0)
+        for key, e in extras.items():
+            name = key.rsplit("-seed", 1)[0]
+            if name in usage:
+                usage[name]["wall_s"] = usage[name].get("wall_s", 0.0) + float(e.get("wall_s", 0.0))
+        truth = {}
+        trees = {}
+        for spec in self.runs(run):
+            e = extras.get(spec.key, {})
+            if "reliability_truth" in e:
+                truth.setdefault(spec.method, {})[str(spec.seed)] = e["reliability_truth"]
+            if "tree" in e:
+                trees.setdefault(spec.method, {})[str(spec.seed)] = e["tree"]
+        meta = {
+            **labels, "configured_backend": run.llm_cfg.backend,
+            "n_industries": market.n_industries, "n_days": int(days.size), "first_day": str(market.dates[days[0]]),
+            "exploitation_start": str(market.dates[days[days.size // 3]]), "last_day": str(market.dates[days[-1]]),
+            "horizons": list(market.horizons), "seeds": list(cfg.seeds), "reliability_truth": truth,
+            "trees": trees, "usage": usage, "prompts": templates.summary_entry(run.prompt_sets),
+            **({"prompts_warning": run.prompts_warning} if run.prompts_warning else {}),
+            "config": to_dict(cfg),
+        }
+        return Summary(rows, meta)
+
+    def report(self, run: FinanceRun, summary: Summary, records, out: Path) -> tuple[str, list[str]]:
+        from engine import atomic_io
+        from engine.finance.report import markdown_tables, plot_tree, plot_tsic
+
+        cfg, market, days = run.cfg, run.market, run.days
+        tables = markdown_tables(summary.rows, summary.meta)
+        preds = predictions(records, cfg, market.n_industries, days.size, len(market.horizons))
+        alpha = market.alpha[:, days, :]
+        with atomic_io.atomic_writer(out / "predictions.npz", "wb") as fh:
+            np.savez_compressed(fh, alpha=alpha, days=days,
+                                **{f"{m}|seed{s}": p for m, d in preds.items() for s, p in d.items()})
+        pngs = ["predictions.npz"]
+        if not cfg.plots:
+            return tables, pngs
+        label = summary.meta["label"]
+        plot_tsic(preds, alpha, market.horizons, out / "tsic_over_time.png", label)
+        pngs.append("tsic_over_time.png")
+        trees = summary.meta.get("trees", {})
+        first = next((m for m in ("Pipe+ToE", "Pipe+ToE (LLM update)") if m in trees), None)
+        if first is not None:
+            from engine.store import ExperienceStore
+
+            seed = str(cfg.seeds[0]) if str(cfg.seeds[0]) in trees[first] else next(iter(trees[first]))
+            plot_tree(ExperienceStore.load(out / trees[first][seed]), out / "tree.png",
+                      title=f"{first} tree, seed {seed} ({label})")
+            pngs.append("tree.png")
+        return tables, pngs
+
+
+def predictions(records, cfg: FinanceConfig, n: int, t: int, h: int) -> dict[str, dict[int, np.ndarray]]:
+    """``s f8[N, T, H]`` per method and seed from the episode records (NaN: no retained news)."""
+    out = {m: {s: np.full((n, t, h), np.nan) for s in cfg.seeds} for m in cfg.methods}
+    for r in records:
+        out[r["method"]][r["seed"]][r["industry"], r["day"]] = r["s"]
+    return out
+
+
+def reliability_truth(method, truth: dict) -> dict:
+    """Spearman correlation of final reliabilities with the generator's ``reading_truth``, per horizon.
+
+    An experience's channel is the channel of most news items that selected it;
+    experiences never selected (or merged away) are left out (they hold the prior q0).
+    """
+    from engine.finance.metrics import spearman
+
+    st = method.store
+    ch = method.channel_hits[: st.n_experiences]
+    ok = st.active & (ch.sum(axis=1) > 0)
+    eids = np.flatnonzero(ok)
+    chan = ch[eids].argmax(axis=1)
+    rt = np.asarray(truth["reading_truth"])
+    q = st.reliability
+    out = {"n_experiences": int(eids.size), "spearman": {}, "mean_q_by_role": {}}
+    for k, h in enumerate(method.ctx.horizons):
+        out["spearman"][str(h)] = spearman(q[eids, k], rt[chan, k])
+        roles = {}
+        for role in ("predictive", "noise", "misleading"):
+            m = np.asarray([truth["roles"][c] == role for c in chan], dtype=bool)
+            roles[role] = float(q[eids[m], k].mean()) if m.any() else None
+        out["mean_q_by_role"][str(h)] = roles
+    return out
+
+
+def _f(x) -> float | None:
+    x = float(x)
+    return None if not np.isfinite(x) else round(x, 6)
+
+
+def run(config: dict, options) -> int:
+    """``toe run`` for ``task = "finance"`` (engine.tasks.TASKS)."""
+    from engine.runner import run_task
+
+    return run_task(FinanceTask(), config, options)
