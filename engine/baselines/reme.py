@@ -216,9 +216,9 @@ def parse_rerank(text: str) -> list[int]:
 
 
 def apply_rerank(n: int, ranked: Sequence[int]) -> list[int]:
-    """Candidate order after a rerank: the ranked valid indices, then every other candidate in recall order."""
+    """Candidate order after a rerank: the ranked valid indices (a repeated index repeats, as in the original),
+    then every other candidate in recall order."""
     order = [i for i in ranked if 0 <= i < n]
-    order = list(dict.fromkeys(order))
     return order + [i for i in range(n) if i not in set(order)]
 
 

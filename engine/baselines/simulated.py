@@ -58,12 +58,15 @@ def arithmetic_ok(text: str) -> bool:
 
 def _mem0(prompt: str) -> str:
     body = _section(prompt, "## New Messages\n", "\n## Observation Date")
-    user, facts = "", []
+    user, turns = "", []  # (user message, assistant message lines)
     for line in body.splitlines():
         if line.startswith("user: "):
             user = line[len("user: "):].strip()
-        elif line.startswith("assistant: ") and line.strip() != "assistant:":
-            facts.append(f"For {user or 'the task'}, the assistant answered: {line[len('assistant: '):].strip()}")
+        elif line.startswith("assistant: "):
+            turns.append((user, [line[len("assistant: "):].strip()]))
+        elif turns and line.strip():
+            turns[-1][1].append(line.strip())  # a multi-line assistant message
+    facts = [f"For {u or 'the task'}, the assistant answered: {'; '.join(x for x in lines if x)}" for u, lines in turns]
     memory = [{"id": str(i), "text": t, "attributed_to": "assistant", "linked_memory_ids": []} for i, t in enumerate(facts)]
     return json.dumps({"memory": memory})
 
