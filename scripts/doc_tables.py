@@ -40,23 +40,33 @@ def _game24_tag(rec: dict) -> str:
     return " [simulated]" if rec.get("simulated") else f" [{rec['backend']}:{str(rec['model']).rsplit('/', 1)[-1]}]"
 
 
+def _unusable(r: dict) -> str:
+    """Format failures per puzzle: proposal lines / value samples (engine.game24.tot); - if not counted."""
+    if "unusable_lines" not in r:
+        return "-"
+    return f"{r['unusable_lines']:.1f} / {r['unusable_values']:.1f}"
+
+
 def game24_short(summary: dict) -> list[str]:
-    """README: accuracy, calls and tokens per test puzzle, mean over seeds (± std)."""
-    lines = ["| Method | Accuracy (any of b) | Avg. LLM calls | Tokens |", "| --- | --- | --- | --- |"]
+    """README: accuracy, calls, tokens and format failures per test puzzle, mean over seeds (± std)."""
+    lines = ["| Method | Accuracy (any of b) | Avg. LLM calls | Tokens | Unusable lines / values |",
+             "| --- | --- | --- | --- | --- |"]
     for r in summary["methods"]:
         lines.append(f"| {GAME24_NAMES.get(r['method'], r['method'])}{_game24_tag(r)} | "
-                     f"{100 * r['acc_any']:.1f}% ± {100 * r['acc_any_std']:.1f} | {r['calls']:.1f} | {r['tokens']:,.0f} |")
+                     f"{100 * r['acc_any']:.1f}% ± {100 * r['acc_any_std']:.1f} | {r['calls']:.1f} | {r['tokens']:,.0f} "
+                     f"| {_unusable(r)} |")
     return lines
 
 
 def game24_full(summary: dict) -> list[str]:
     """docs/game24.md: the Table 2 layout with first-output accuracy and samples."""
-    lines = ["| Method | Accuracy (any of b) | Accuracy (first) | Avg. Calls | Samples | Tokens |",
-             "| --- | --- | --- | --- | --- | --- |"]
+    lines = ["| Method | Accuracy (any of b) | Accuracy (first) | Avg. Calls | Samples | Tokens | Unusable lines / values |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
     for r in summary["methods"]:
         lines.append(f"| {GAME24_NAMES.get(r['method'], r['method'])}{_game24_tag(r)} | "
                      f"{100 * r['acc_any']:.1f}% ± {100 * r['acc_any_std']:.1f} | {100 * r['acc_first']:.1f}% | "
-                     f"{r['calls']:.1f} ± {r['calls_std']:.1f} | {r['samples']:.1f} | {r['tokens']:.0f} |")
+                     f"{r['calls']:.1f} ± {r['calls_std']:.1f} | {r['samples']:.1f} | {r['tokens']:.0f} "
+                     f"| {_unusable(r)} |")
     return lines
 
 
