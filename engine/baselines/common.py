@@ -21,10 +21,11 @@ Extraction modes (``extraction`` config key):
 
 * ``"llm"``: the memory's own extraction / reflection prompt goes to the LLM;
 * ``"rule"``: a deterministic, rule-based extraction (templates over the
-  outcome's texts). It is what runs under the **simulated** backend, which only
-  understands ToT prompts; every memory written this way carries
-  ``source = "rule"`` and the docs label such runs as simulated;
+  outcome's texts), no LLM call; every memory written this way carries
+  ``source = "rule"``;
 * ``"auto"``: ``"rule"`` when the backend's name is ``"simulated"``, else ``"llm"``.
+  (The Game-of-24 configuration sets ``"llm"``: its simulated policy answers the
+  baselines' prompts through :mod:`engine.baselines.simulated`.)
 
 A completion that cannot be parsed falls back to the rule for that outcome
 (``source = "rule-fallback"``), so a small model never breaks a run.
