@@ -20,7 +20,7 @@ from engine.embed import embedder_from_table
 from engine.finance.config import FinanceConfig
 from engine.finance.experiment import build_market, build_method, evaluation_days, run_method
 from engine.finance.methods import StreamContext
-from engine.finance.simulated import SimulatedFinancePolicy
+from engine.finance.simulated import simulated_backend
 
 DAYS = int(os.environ.get("TOE_BENCH_FIN_DAYS", 60))
 RESULTS: dict[str, float] = {}
@@ -41,7 +41,7 @@ def test_stream(benchmark, setup, name):
     def once():
         ctx = StreamContext(market, cfg.protocol, cfg.sampling, 0, emb)
         method = build_method(name, ctx, cfg, 9)
-        return run_method(method, SimulatedFinancePolicy(0), days, market.n_industries, 3)
+        return run_method(method, simulated_backend(0), days, market.n_industries, 3)
 
     once()  # warm-up
     benchmark.pedantic(once, rounds=3, iterations=1)

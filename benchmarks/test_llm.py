@@ -1,7 +1,7 @@
 """LLM interface overhead (simulated policy) and local-model throughput, one run.
 
 1. **Interface overhead** per request: the interface's own work, measured
-   directly by running ``MeteredBackend(SimulatedGame24Backend).generate``
+   directly by running ``MeteredBackend(SimulatedBackend(Game24Policy)).generate``
    with the policy's outputs looked up from a table (request handling, seeds,
    prompt and completion token counts, stop/max-token limits,
    Completion/Response objects, usage metering, plus the lookup itself),
@@ -41,7 +41,7 @@ import pytest
 
 from engine.game24 import prompts as P
 from engine.llm.base import MeteredBackend, Request
-from engine.llm.simulated_game24 import SimulatedGame24Backend
+from engine.game24.simulated_policy import Game24Policy, simulated_backend
 from engine.llm.tokens import count_prompt_tokens, count_tokens
 
 PUZZLES = ["4 9 10 13", "1 1 4 6", "2 3 5 12", "3 3 8 8", "1 2 3 4", "5 5 5 11", "6 7 8 9", "1 5 6 7",
@@ -63,10 +63,11 @@ def _requests(copies: int = 40) -> list[Request]:
     return reqs
 
 
-class _Recorded:
+class _Recorded(Game24Policy):
     """The policy's outputs looked up instead of computed: what is left is the interface's own work."""
 
     def __init__(self, table):
+        super().__init__()
         self.table = table
 
     def complete(self, prompt, seed, index, temperature=0.7):
@@ -75,12 +76,12 @@ class _Recorded:
 
 def test_interface_overhead_simulated(benchmark):
     reqs = _requests(20)
-    backend = SimulatedGame24Backend()
+    backend = simulated_backend()
     policy = backend.policy
     MeteredBackend(backend).generate(reqs)  # warm the solver memo and caches
     table = {(r.prompt, r.seed, i, r.temperature): policy.complete(r.prompt, r.seed, i, r.temperature)
              for r in reqs for i in range(r.n)}
-    hollow = SimulatedGame24Backend()
+    hollow = simulated_backend()
     hollow.policy = _Recorded(table)
     assert [x.texts for x in MeteredBackend(hollow).generate(reqs)] == \
         [x.texts for x in MeteredBackend(backend).generate(reqs)]

@@ -1,6 +1,6 @@
 """Which runner a config's ``task`` key selects for ``toe run``, and the run's resolved plan.
 
-A task is a plug-in with three parts, found by name in :data:`TASKS`:
+A task is a plug-in with four parts, found by name in :data:`TASKS`:
 
 - ``runner``: ``run(config: dict, options: RunOptions) -> int``; it receives the
   raw TOML dict (with ``--set`` overrides applied) and hands the task's
@@ -9,7 +9,10 @@ A task is a plug-in with three parts, found by name in :data:`TASKS`:
 - ``keys``: the task's own top-level keys (sections and values);
 - ``plan``: ``plan(config, options) -> dict``: parses every one of the task's
   sections, as the runner will, and says what would run (methods, seeds,
-  episode counts, checkpoint folder) without running anything.
+  episode counts, checkpoint folder) without running anything;
+- ``policy``: ``"module:attr"`` naming ``attr(llm_cfg) -> SimulatedPolicy``, the
+  task's simulated policy that ``backend = "simulated"`` answers with
+  (:mod:`engine.llm.simulated`; a string, so it pickles for Ray workers).
 
 :func:`resolve` is what ``toe run`` calls before every run and what ``--dry-run``
 prints: it checks the top-level keys (unknown ones are errors listing the valid
@@ -38,15 +41,18 @@ class TaskEntry:
     runner: str  # "module:function"
     plan: str  # "module:function"
     keys: str  # "module:ATTRIBUTE" naming the task's own top-level keys
+    policy: str = ""  # "module:function" building the task's simulated policy from the [llm] config
 
 
 TASKS = {
-    "game24": TaskEntry("engine.game24.experiment:run", "engine.game24.plan:plan", "engine.game24.plan:KEYS"),
-    "finance": TaskEntry("engine.finance.experiment:run", "engine.finance.plan:plan", "engine.finance.plan:KEYS"),
-    "forecast": TaskEntry("engine.forecast.experiment:run", "engine.forecast.plan:plan_prophet_arena",
-                          "engine.forecast.plan:PROPHET_ARENA_KEYS"),
-    "futurex": TaskEntry("engine.forecast.futurex_experiment:run", "engine.forecast.plan:plan_futurex",
-                         "engine.forecast.plan:FUTUREX_KEYS"),
+    "game24": TaskEntry("engine.game24.task:run", "engine.game24.plan:plan", "engine.game24.plan:KEYS",
+                        "engine.game24.simulated_policy:policy_for"),
+    "finance": TaskEntry("engine.finance.experiment:run", "engine.finance.plan:plan", "engine.finance.plan:KEYS",
+                         "engine.finance.simulated:policy_for"),
+    "forecast": TaskEntry("engine.forecast.task:run", "engine.forecast.plan:plan_prophet_arena",
+                          "engine.forecast.plan:PROPHET_ARENA_KEYS", "engine.forecast.simulated:policy_for"),
+    "futurex": TaskEntry("engine.forecast.futurex_task:run", "engine.forecast.plan:plan_futurex",
+                         "engine.forecast.plan:FUTUREX_KEYS", "engine.forecast.simulated:policy_for"),
 }
 
 
@@ -78,6 +84,13 @@ def _load(task: str, part: str):
 
 def runner_for(task: str):
     return _load(task, "runner")
+
+
+def policy_of(task: str) -> str:
+    """The task's simulated policy (``"module:attr"``), for ``make_backend(cfg, policy=...)``."""
+    if task not in TASKS:
+        raise ConfigError(f"unknown task {task!r}; valid tasks: {', '.join(sorted(TASKS))}")
+    return TASKS[task].policy
 
 
 def task_of(config: Mapping[str, Any], where: str = "config") -> str:
@@ -119,6 +132,10 @@ def resolve(config: Mapping[str, Any], options: RunOptions) -> dict[str, Any]:
     if not isinstance(title, str):
         raise ConfigError(f"title must be a string, got {title!r}")
     llm = from_dict(LLMConfig, config.get("llm"), "llm")
+    if "simulated" in (llm.backend, llm.replay_backend if llm.replay_mode == "passthrough" else None):
+        from engine.llm.simulated import load_policy
+
+        load_policy(policy_of(task), llm)  # the task's simulated policy, built as the runner will
     from_dict(EmbedConfig, config.get("embed"), "embed")
     settings = executor_settings(options, config)
     if options.executor == "ray" and importlib.util.find_spec("ray") is None:
@@ -164,7 +181,8 @@ SUMMARY_ROWS = {
 }
 DEFAULT_METRIC = {"game24": "acc_any", "finance": "tsIC_20d_Exploitation", "forecast": "brier",
                   "futurex": "accuracy"}
-RESUME_OVERRIDES = {"game24": {"protocol.checkpoint": True}}
+RESUME_OVERRIDES = {"game24": {"protocol.checkpoint": True}, "forecast": {"run.checkpoint": True},
+                    "futurex": {"run.checkpoint": True}}
 
 
 def summary_rows(task: str, summary: dict) -> list[dict]:

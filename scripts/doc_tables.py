@@ -127,7 +127,7 @@ def _finance_metric(metric: str) -> Callable[[dict], list[str]]:
 # marker name -> (document, run, renderer)
 def prophet_reference(summary: dict) -> list[str]:
     """README: Brier of the Market and Uniform reference rows per category on every loaded question."""
-    rows = {r["method"]: r for r in summary["reference_all"]}
+    rows = {r["method"]: r for r in summary["meta"]["reference_all"]}
     uni, mkt = rows["Uniform (0.5 on every market)"], rows["Market"]
     lines = ["| Category | Market | Uniform |", "| --- | --- | --- |"]
     for c in sorted(mkt["brier"]):
@@ -139,7 +139,7 @@ def prophet_reference(summary: dict) -> list[str]:
 
 def prophet_reference_full(summary: dict) -> list[str]:
     """docs/forecast.md: Brier of the reference rows, one column per category (paper Table 1 layout)."""
-    refs = summary["reference_all"]
+    refs = summary["meta"]["reference_all"]
     cats = sorted(refs[0]["brier"])
     lines = ["| Method | " + " | ".join(cats) + " | Avg. |", "|---" * (len(cats) + 2) + "|"]
     for r in refs:

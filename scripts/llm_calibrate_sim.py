@@ -20,7 +20,7 @@ import time
 
 from engine.config import from_dict, parse_value
 from engine.game24.tot import PuzzleTask, ToTConfig, ToTMethod
-from engine.llm.simulated_game24 import SimulatedGame24Backend, SimulatedPolicyParams
+from engine.game24.simulated_policy import SimulatedPolicyParams, simulated_backend
 from engine.rounds import Episode
 
 
@@ -46,7 +46,7 @@ def main(argv=None):
     for off in args.offsets:
         method = ToTMethod(config=ToTConfig(breadth=args.breadth))
         eps = [Episode(i, t, seed=off + i) for i, t in enumerate(tasks)]
-        res = method.run_episodes(method.snapshot(), eps, SimulatedGame24Backend(params))
+        res = method.run_episodes(method.snapshot(), eps, simulated_backend(params=params))
         n = len(res)
         a = sum(r.record["success_any"] for r in res)
         f = sum(r.record["success_first"] for r in res)

@@ -40,6 +40,24 @@ def test_a_changed_figure_makes_its_tables_stale(tmp_path):
     assert f"{100 * s['methods'][0]['acc_any']:.1f}%" in (tmp_path / "README.md").read_text()
 
 
+def test_a_changed_prophet_reference_figure_makes_its_tables_stale(tmp_path):
+    dt = _script()
+    for doc in {d for d, _, _ in dt.TABLES.values()}:
+        (tmp_path / doc).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(ROOT / doc, tmp_path / doc)
+    results = tmp_path / "results"
+    shutil.copytree(ROOT / "docs" / "results", results)
+    path = results / "prophet-arena" / "summary.json"
+    s = json.loads(path.read_text())
+    market = next(r for r in s["meta"]["reference_all"] if r["method"] == "Market")
+    market["brier"]["Economics"] += 0.01
+    path.write_text(json.dumps(s))
+    assert dt.update(tmp_path, results, check=True) == ["README.md: prophet-reference-table",
+                                                        "docs/forecast.md: prophet-reference-full-table"]
+    dt.update(tmp_path, results)
+    assert f"| Economics | {market['brier']['Economics']:.4f} |" in (tmp_path / "README.md").read_text()
+
+
 def test_every_rendered_table_names_simulated_rows():
     dt = _script()
     for name, (_, run, _) in dt.TABLES.items():

@@ -21,11 +21,14 @@ Extraction modes (``extraction`` config key):
 
 * ``"llm"``: the memory's own extraction / reflection prompt goes to the LLM;
 * ``"rule"``: a deterministic, rule-based extraction (templates over the
-  outcome's texts), no LLM call; every memory written this way carries
-  ``source = "rule"``;
-* ``"auto"``: ``"rule"`` when the backend's name is ``"simulated"``, else ``"llm"``.
-  (The Game-of-24 configuration sets ``"llm"``: its simulated policy answers the
-  baselines' prompts through :mod:`engine.baselines.simulated`.)
+  outcome's texts). It is what runs under the **simulated** backend, whose
+  task policy only understands its task's prompts; every memory written this
+  way carries ``source = "rule"`` and the docs label such runs as simulated;
+* ``"auto"``: ``"rule"`` when the backend cannot answer a memory's own prompts
+  (its capability :func:`engine.llm.base.answers_any_prompt` is False: a
+  simulated policy), else ``"llm"``. The backend's name is never read.
+  (The Game-of-24 configuration sets ``"llm"`` for Mem0, MemRL and ReMe: its
+  simulated policy answers their prompts through :mod:`engine.baselines.simulated`.)
 
 A completion that cannot be parsed falls back to the rule for that outcome
 (``source = "rule-fallback"``), so a small model never breaks a run.
@@ -42,9 +45,9 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from engine.errors import InputError
+from engine.llm.base import answers_any_prompt
 
 EXTRACTION_MODES = ("auto", "llm", "rule")
-SIMULATED_BACKENDS = ("simulated",)
 
 
 @dataclass(frozen=True)
@@ -100,12 +103,14 @@ class Hit:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def resolve_extraction(mode: str, backend_name: str) -> str:
-    """``"llm"`` or ``"rule"`` for a configured ``mode`` and the backend at hand."""
+def resolve_extraction(mode: str, llm) -> str:
+    """``"llm"`` or ``"rule"`` for a configured ``mode`` and the backend at hand (``llm``, any wrapper)."""
     if mode not in EXTRACTION_MODES:
         raise InputError(f"extraction must be one of {', '.join(EXTRACTION_MODES)}, got {mode!r}")
+    if isinstance(llm, str):
+        raise InputError(f"resolve_extraction takes the backend, not a name, got {llm!r}")
     if mode == "auto":
-        return "rule" if backend_name in SIMULATED_BACKENDS else "llm"
+        return "llm" if answers_any_prompt(llm) else "rule"
     return mode
 
 
@@ -209,7 +214,7 @@ def first_text(texts: Sequence[str]) -> str:
 
 def observe_with(reader, outcomes: Sequence[Outcome], llm, extraction: str) -> list[dict]:
     """Shared observe(): build each outcome's requests, send them in ONE batch, parse into updates."""
-    mode = resolve_extraction(extraction, getattr(llm, "name", ""))
+    mode = resolve_extraction(extraction, llm)
     per = reader.requests(outcomes, mode)
     flat = [r for rs in per for r in rs]
     responses = llm.generate(flat) if flat else []

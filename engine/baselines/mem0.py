@@ -501,7 +501,7 @@ class Mem0Reader:
 
     def observe(self, outcomes: Sequence[Outcome], llm: LLMBackend) -> list[dict]:
         """mem0's own extraction requests for every outcome, as ONE batch; updates for ``apply``."""
-        mode = resolve_extraction(self.config.extraction, getattr(llm, "name", ""))
+        mode = resolve_extraction(self.config.extraction, llm)
         per = self.requests(outcomes, mode)
         flat = [r for rs in per for r in rs]
         try:

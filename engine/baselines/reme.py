@@ -407,7 +407,7 @@ class ReMeReader:
     def observe(self, outcomes: Sequence[Outcome], llm: LLMBackend) -> list[dict]:
         """Extraction prompts as one batch, then validation prompts of what they produced as a second batch."""
         cfg = self.config
-        mode = resolve_extraction(cfg.extraction, getattr(llm, "name", ""))
+        mode = resolve_extraction(cfg.extraction, llm)
         jobs = [extraction_jobs(o, cfg) for o in outcomes]
         mems: list[list[tuple[str, str, str, str]]] = []  # per outcome: (kind, when, content, source)
         if mode == "llm":

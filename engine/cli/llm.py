@@ -8,7 +8,8 @@
 Prints one JSON line per completion: backend, model, request and sample index,
 text, finish reason, prompt and completion tokens, request latency. ``--set`` takes
 ``llm.KEY=VALUE`` as ``toe run`` does (the same parser; any other section is an
-error); ``--backend X`` answers from X or fails.
+error); ``--backend X`` answers from X or fails. ``simulated`` answers with a
+task's simulated policy: ``--task`` (default: the config's ``task``, else game24).
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ def register(subparsers) -> None:
     g.add_argument("--backend", choices=("simulated", "local", "openai", "vllm", "replay"), default=None,
                    help="backend (default: the config's, else simulated)")
     g.add_argument("--config", type=Path, default=None, help="TOML file whose [llm] table to use")
+    g.add_argument("--task", choices=("game24", "finance", "forecast", "futurex"), default=None,
+                   help="whose simulated policy answers llm.backend = simulated (default: the config's task, else game24)")
     g.add_argument("--set", dest="overrides", action="append", default=[], metavar="llm.KEY=VALUE",
                    help="override an [llm] key, e.g. --set llm.base_url=http://host:8000/v1 (repeatable)")
     src = g.add_mutually_exclusive_group(required=True)
@@ -47,10 +50,25 @@ def register(subparsers) -> None:
     g.set_defaults(func=_generate)
 
 
+def _task(args) -> str:
+    """``--task``, else the config file's ``task`` key, else game24."""
+    if args.task is not None:
+        return args.task
+    if args.config is not None:
+        from engine.config import load_toml
+        from engine.tasks import task_of
+
+        config = load_toml(args.config)
+        if "task" in config:
+            return task_of(config, str(args.config))
+    return "game24"
+
+
 def _generate(args) -> int:
     from engine.errors import ConfigError
     from engine.llm.base import Request
     from engine.llm.factory import make_backend
+    from engine.tasks import policy_of
 
     cfg = llm_config_from_args(args.config, args.overrides, args.backend)
     if args.prompt_file is not None:
@@ -75,7 +93,7 @@ def _generate(args) -> int:
                                       "max_tokens": req.max_tokens, "prompt_chars": len(prompt)}}))
         print("dry run: [llm] valid, no backend built", file=sys.stderr)
         return 0
-    backend = make_backend(cfg)
+    backend = make_backend(cfg, policy=policy_of(_task(args)))
     if backend.name != cfg.backend:  # pragma: no cover - the factory's contract
         raise ConfigError(f"--backend {cfg.backend} built a {backend.name!r} backend")
     try:

@@ -32,7 +32,7 @@ from engine.finance.config import FinanceConfig, load_finance_config
 from engine.finance.data import Market, load_market
 from engine.finance.methods import Baseline, Pipe, PipeMemory, StreamContext
 from engine.finance.metrics import period_ics, spearman
-from engine.finance.simulated import SimulatedFinancePolicy
+from engine.finance.simulated import FinancePolicy
 from engine.finance.synthetic import eval_days, generate_market
 from engine.finance.toe import PipeToE
 from engine.llm.base import MeteredBackend
@@ -56,13 +56,12 @@ def evaluation_days(market: Market, cfg: FinanceConfig) -> np.ndarray:
 
 
 def make_llm(config: dict, cfg: FinanceConfig, seed: int):
-    """The finance simulated policy for ``llm.backend = "simulated"``, else the engine's backend factory."""
-    llm_cfg = load_llm_config(config.get("llm"))
-    if llm_cfg.backend == "simulated":
-        return SimulatedFinancePolicy(seed=seed, params=cfg.simulated_finance)
+    """The ``[llm]`` backend; ``simulated`` answers with this task's policy (``[simulated_finance]``), seeded by the run."""
+    from dataclasses import replace
+
     from engine.llm.factory import make_backend
 
-    return make_backend(llm_cfg)
+    return make_backend(replace(load_llm_config(config.get("llm")), seed=seed), policy=FinancePolicy(cfg.simulated_finance))
 
 
 def build_method(name: str, ctx: StreamContext, cfg: FinanceConfig, n_channels: int):

@@ -1,7 +1,8 @@
-"""A simulated finance policy: a seeded, text-in text-out stand-in for an LLM on the finance prompts.
+"""The finance task's simulated policy: a seeded, text-in text-out stand-in for an LLM on the finance prompts.
 
-It is a **test harness, not a model**; every figure it produces is labelled
-*simulated*. It reads the prompts of :mod:`engine.finance.prompts` and the
+It is a **test harness, not a model**; ``backend = "simulated"`` on this task is
+``SimulatedBackend(FinancePolicy(params))`` (:mod:`engine.llm.simulated`), which
+labels every output *simulated*. It reads the prompts of :mod:`engine.finance.prompts` and the
 synthetic news text of :mod:`engine.finance.synthetic` (through the channel
 phrases of :mod:`engine.finance.channels`) and answers in the prompts' JSON
 formats. Its behaviour is an explicit model:
@@ -31,7 +32,8 @@ formats. Its behaviour is an explicit model:
   i.e. it sees the sign of the feedback but not its size, with an optimistic bias.
 
 Every completion is a deterministic function of (prompt, seed, sample index);
-at temperature 0 the seed and sample index are ignored.
+at temperature 0 the seed and sample index are ignored. A chat request is read
+whole (every message's content, joined by newlines).
 """
 
 from __future__ import annotations
@@ -41,18 +43,17 @@ import json
 import math
 import random
 import re
-import time
 from dataclasses import dataclass
-from typing import Sequence
 
 from engine.config import check
 from engine.finance.channels import CHANNELS, DIRECTION_VARIANTS, match_direction, match_phrase
-from engine.llm.base import Completion, Request, Response
+from engine.llm.base import Request
+from engine.llm.simulated import SimulatedBackend, SimulatedPolicy
+from engine.llm.tokens import count_prompt_tokens
 
 MODEL_NAME = "simulated-finance-v1"
 PRIOR: dict[str, int] = {c.name: c.intuitive_sign for c in CHANNELS}
 
-_TOKEN = re.compile(r"\w+|[^\w\s]")
 _CAND = re.compile(r"^\[(\d+)\]\s+(.*)$")
 _NEWS = re.compile(r"^\[(\d+)\]\s+\(([^,]*),\s*importance\s+([0-9.]+)\)\s+(.*)$")
 _EXP = re.compile(r"^\[news (\d+)\]\s+(.*?)\s+\|\s+reliability\s+(.*)$")
@@ -60,11 +61,6 @@ _REL = re.compile(r"(\d+)d=([0-9.]+)")
 _MEM_H = re.compile(r"realised (\d+)d excess return ([+-]?[0-9.]+)%")
 _QUOTED = re.compile(r'"([^"]+)"')
 _UPD = re.compile(r"^\[(\d+)\]\s+.*\|\s+([0-9.]+)$")
-
-
-def count_tokens(text: str) -> int:
-    """Approximate token count (words and punctuation marks)."""
-    return len(_TOKEN.findall(text))
 
 
 @dataclass(frozen=True)
@@ -89,34 +85,27 @@ class SimulatedFinanceParams:
             check(v >= 0.0, f"simulated.{name} must be >= 0, got {v}")
 
 
-class SimulatedFinancePolicy:
-    """The ``simulated`` LLMBackend for the finance prompts."""
+def _read_whole(request: Request) -> str:
+    if request.prompt is not None:
+        return request.prompt
+    return "\n".join(str(m.get("content", "")) for m in request.messages)
 
-    name = "simulated"
+
+class FinancePolicy(SimulatedPolicy):
+    """The finance prompts' simulated policy (see the module docstring for its model)."""
+
     model = MODEL_NAME
 
-    def __init__(self, seed: int = 0, params: SimulatedFinanceParams | None = None):
-        self.seed = int(seed)
+    def __init__(self, params: SimulatedFinanceParams | None = None):
         self.params = params or SimulatedFinanceParams()
 
-    # ------------------------------------------------------------------ interface
-    def generate(self, requests: Sequence[Request]) -> list[Response]:
-        out = []
-        for req in requests:
-            t0 = time.perf_counter()
-            prompt = req.prompt if req.prompt is not None else "\n".join(str(m.get("content", "")) for m in req.messages)
-            seed = self.seed if req.seed is None else int(req.seed)
-            comps = []
-            for k in range(req.n):
-                rng = _rng(prompt, seed, k, req.temperature)
-                text = self.answer(prompt, rng)
-                finish = "stop"
-                toks = _TOKEN.findall(text)
-                if len(toks) > req.max_tokens:
-                    text, finish = " ".join(toks[: req.max_tokens]), "length"
-                comps.append(Completion(text, min(len(toks), req.max_tokens), finish))
-            out.append(Response(tuple(comps), count_tokens(prompt), time.perf_counter() - t0, self.name, self.model))
-        return out
+    # ------------------------------------------------------------------ SimulatedPolicy
+    def respond(self, request: Request, seed: int, index: int) -> str:
+        prompt = _read_whole(request)
+        return self.answer(prompt, _rng(prompt, seed, index, request.temperature))
+
+    def prompt_tokens(self, request: Request) -> int:
+        return count_prompt_tokens(_read_whole(request))  # the policy reads a chat whole
 
     def answer(self, prompt: str, rng: random.Random) -> str:
         first = prompt.lstrip().split("\n", 1)[0].strip()
@@ -279,3 +268,14 @@ def _rng(prompt: str, seed: int, sample: int, temperature: float) -> random.Rand
         seed, sample = 0, 0
     h = hashlib.blake2b(f"{seed}\x00{sample}\x00{prompt}".encode(), digest_size=8).digest()
     return random.Random(int.from_bytes(h, "little"))
+
+
+def policy_for(llm_cfg) -> FinancePolicy:
+    """The policy of ``engine.tasks.TASKS["finance"].policy``: default parameters (the runner passes
+    ``FinancePolicy(cfg.simulated_finance)``, the config's ``[simulated_finance]`` table)."""
+    return FinancePolicy()
+
+
+def simulated_backend(seed: int = 0, params: SimulatedFinanceParams | None = None) -> SimulatedBackend:
+    """``SimulatedBackend(FinancePolicy(params), seed)``: the simulated backend of this task, for tests and benchmarks."""
+    return SimulatedBackend(FinancePolicy(params), seed=seed)

@@ -5,7 +5,7 @@
     task = "forecast"
     [data]        path (folder or CSV; relative paths resolve against the current directory),
                   categories, n_evo, split_seed, use_train_files
-    [run]         methods, max_questions, evolve, workspace
+    [run]         methods, max_questions, evolve, workspace, scorer, checkpoint
     [agent]       engine.forecast.agent.AgentConfig
     [subagent]    mode ("llm" | "pipeline"), max_steps, max_tokens
     [sandbox]     engine.forecast.sandbox.SandboxLimits
@@ -57,8 +57,9 @@ class RunConfig:
     methods: tuple[str, ...] = ("foredreamer",)
     max_questions: int = 2  # evaluation questions per category for the model rows (0 = all)
     evolve: bool = False
-    workspace: str = ""  # "" = <out>/workspace or a temporary folder
+    workspace: str = ""  # "" = <run folder>/workspace
     scorer: str = "pm_rank"  # "pm_rank" (upstream's scorer) | "listed" (the engine's earlier definitions)
+    checkpoint: bool = False  # checkpoint every round under OUT/checkpoint; rerunning a killed run resumes it
 
     def __post_init__(self):
         check(self.scorer in ("pm_rank", "listed"), f"run.scorer must be 'pm_rank' or 'listed', got {self.scorer!r}")

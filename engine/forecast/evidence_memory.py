@@ -217,6 +217,7 @@ class EvidenceProcessor:
     preambles: dict = field(default_factory=dict)  # qid -> experience section text
     stores: dict = field(default_factory=dict)  # qid -> EvidenceMemory
     dropped: int = 0  # search results after the question's cutoff (never written)
+    dropped_by: dict = field(default_factory=dict)  # qid -> of those, the question's
 
     def preamble(self, task) -> str:
         return self.preambles.get(task.qid, "")
@@ -231,9 +232,10 @@ class EvidenceProcessor:
         for ep, query, hits in batch:
             ok = [h for h in hits if h.available_at is not None and h.available_at <= ep.task.cutoff]
             self.dropped += len(hits) - len(ok)  # a provider that ignores the cutoff cannot leak into memory
+            self.dropped_by[ep.qid] = self.dropped_by.get(ep.qid, 0) + len(hits) - len(ok)
             kept.append((ep, query, ok))
         completions: list[str | None] = [None] * len(kept)
-        if self.kind == "mem0" and resolve_extraction(self.cfg.extraction, getattr(self.llm, "name", "")) == "llm":
+        if self.kind == "mem0" and resolve_extraction(self.cfg.extraction, self.llm) == "llm":
             jobs = [(i, self.store(ep.qid).mem0_request(q, hs, ep.task.cutoff, ep.qid, derive_seed(ep.qid, turn, "mem0-evidence")))
                     for i, (ep, q, hs) in enumerate(kept) if hs]
             if jobs:

@@ -331,9 +331,41 @@ class Evolution:
             self.tree.add(gid, parent if parent in self.tree.parent else None, rec.score if rec.admissible else None)
             if not self.categories:
                 self.categories[gid] = [gid]
-        self.gate = strict_item_gate(self.evo, store.limits, self._specs, self.metric.gate_items,
-                                     getattr(runner, "processor", None))  # the subagent model, as evaluation runs it
-        self.gate.items_per_example = cfg.items_per_example
+        self._wire_gate()
+
+    def _wire_gate(self) -> None:
+        self.gate = strict_item_gate(self.evo, self.store.limits, self._specs, self.metric.gate_items,
+                                     getattr(self.runner, "processor", None))  # the subagent model, as evaluation runs it
+        self.gate.items_per_example = self.cfg.items_per_example
+
+    # --------------------------------------------------------------- state between rounds
+    STATE = ("bank", "banks", "tree", "records", "log", "categories", "_procedural_steps")
+
+    def state(self) -> dict:
+        """Everything an iteration reads or changes besides the procedural store's files: plain picklable data.
+
+        The round loop (:mod:`engine.forecast.round_methods`) carries it from one iteration to the
+        next through the method's snapshot, so an iteration may run on any worker.
+        """
+        return {**{k: getattr(self, k) for k in self.STATE}, "rng": self.rng.getstate()}
+
+    @classmethod
+    def restore(cls, llm, runner: Runner, store: ProceduralStore, evo_questions: Sequence, cfg: EvolutionConfig,
+                state: dict) -> "Evolution":
+        """The evolution :meth:`state` describes, over ``store`` (no validation rollouts: they were run)."""
+        if not evo_questions:
+            raise InputError("evolution needs at least one evolution/validation question, got 0")
+        self = cls.__new__(cls)
+        self.llm, self.runner, self.store = llm, runner, store
+        self.evo = list(evo_questions)
+        self.cfg = cfg
+        self.metric = getattr(runner, "metric", None) or BRIER
+        for k in cls.STATE:
+            setattr(self, k, state[k])
+        self.rng = random.Random()
+        self.rng.setstate(state["rng"])
+        self._wire_gate()
+        return self
 
     # --------------------------------------------------------------- helpers
     def _specs(self, guide, paths):
@@ -502,20 +534,27 @@ class Evolution:
         weak model never stops the run. Every entry carries its ``iteration``.
         """
         n = self.cfg.iterations if iterations is None else iterations
-        tracks = [t for t, on in (("procedural", self.cfg.procedural), ("textual", self.cfg.textual)) if on]
-        for i in range(n if tracks else 0):
-            track = tracks[i % len(tracks)]
-            before = len(self.log)
-            try:
-                (self.procedural_step if track == "procedural" else self.textual_step)()
-            except (InputError, AdmissionError) as exc:
-                self.log.append({"track": track, "result": f"rejected: {exc}", "error": True})
-            for entry in self.log[before:]:
-                entry["iteration"] = i
-                entry.setdefault("outcome", "accepted" if (entry.get("accepted") or
-                                                           str(entry.get("result", "")).startswith("admitted"))
-                                 else "rejected")
+        for i in range(n):
+            self.iteration(i)
         return self.log
+
+    def iteration(self, i: int) -> list[dict]:
+        """Iteration ``i`` of :meth:`run` (one round of the evolution stream); returns its log entries."""
+        tracks = [t for t, on in (("procedural", self.cfg.procedural), ("textual", self.cfg.textual)) if on]
+        if not tracks:
+            return []
+        track = tracks[i % len(tracks)]
+        before = len(self.log)
+        try:
+            (self.procedural_step if track == "procedural" else self.textual_step)()
+        except (InputError, AdmissionError) as exc:
+            self.log.append({"track": track, "result": f"rejected: {exc}", "error": True})
+        for entry in self.log[before:]:
+            entry["iteration"] = i
+            entry.setdefault("outcome", "accepted" if (entry.get("accepted") or
+                                                       str(entry.get("result", "")).startswith("admitted"))
+                             else "rejected")
+        return self.log[before:]
 
     def top_configurations(self, k: int | None = None) -> list[tuple[ExperienceBank, str, float]]:
         """The best admissible (bank, guide) validation records, best first."""

@@ -82,13 +82,13 @@ def format_accuracy_table(rows: Sequence[AccuracyRow], digits: int = 4) -> str:
 
 
 def summary_rows(summary: dict) -> list[dict]:
-    """``summary.json`` as one flat record per row of its table: overall accuracy, accuracy per question
-    type (``accuracy_<type>``), items scored and unusable answers (``failed``)."""
+    """``summary.json`` (``{"meta", "methods"}``, :mod:`engine.run_folder`) as one flat record per row of its
+    table: overall accuracy, accuracy per question type (``accuracy_<type>``), items scored and unusable answers."""
     out = []
-    for r in summary.get("rows", []):
+    for r in summary.get("methods", []):
         row = AccuracyRow(r["method"], r["n"], r["correct"], r.get("failed", 0))
         rec = {"method": row.method, "accuracy": row.accuracy(), "n_items": int(sum(row.n.values())),
-               "failed": int(row.failed), "simulated": "[simulated]" in row.method}
+               "failed": int(row.failed), "simulated": bool(r.get("simulated"))}
         rec.update({f"accuracy_{q}": row.accuracy(q) for q in row.n})
         out.append(rec)
     return out

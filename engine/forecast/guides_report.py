@@ -1,7 +1,7 @@
 """``toe forecast guides RUN``: the evolved MemGuides and MemTools of a run (paper Figures 5, 7, S3; E.1, E.2).
 
-For each category the run evolved (``summary.json`` -> ``details`` -> ``evolution/<category>``, and the
-category's procedural store): every guide with its lineage (parent, the iteration and track that
+For each category the run evolved (``summary.json`` -> ``meta`` -> ``evolution`` -> ``<category>``, and
+the procedural store the run left in its folder, ``procedural/<run key>``): every guide with its lineage (parent, the iteration and track that
 admitted it, its validation score), its pipeline archetype, how often each tool was chosen for reuse,
 and the E.1 cluster ratios of the category's tool sources.
 
@@ -66,15 +66,15 @@ def guides_report(run_dir: str | Path) -> dict:
         summary = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as exc:
         raise InputError(f"{run_dir}: no readable summary.json ({exc})") from exc
-    evos = {k.split("/", 1)[1]: v for k, v in (summary.get("details") or {}).items() if k.startswith("evolution/")}
+    evos = (summary.get("meta") or {}).get("evolution") or {}
     if not evos:
         raise InputError(f"{run_dir}: the run evolved no guides (run it with run.evolve = true)")
     out = {}
     for cat, d in sorted(evos.items()):
-        store_dir = Path(d.get("store", ""))
+        store_dir = run_dir / d.get("store", "")
         if not (store_dir / "manifest.json").is_file():
-            raise InputError(f"{run_dir}: the procedural store of {cat!r} is not at {store_dir} (set run.workspace "
-                             f"to keep the workspace)")
+            raise InputError(f"{run_dir}: the procedural store of {cat!r} is not at {store_dir} (the run folder "
+                             f"holds it as procedural/<run key>)")
         store = ProceduralStore(store_dir)
         admitted = {}
         for e in d.get("log", []):

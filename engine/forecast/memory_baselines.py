@@ -99,6 +99,7 @@ class MemoryBaselineRunner:
         self.shown: dict[str, tuple[int, ...]] = {}  # qid -> experience memory ids placed in its prompt
         self.batches: list[list[str]] = []
         self.dropped = 0
+        self.dropped_by: dict[str, int] = {}  # qid -> search results after its cutoff (never written)
 
     def _split(self, tasks, order) -> list[list[int]]:
         """Index batches of ``order`` (cutoff order); a batch ends before any queued or in-batch outcome resolves."""
@@ -137,6 +138,8 @@ class MemoryBaselineRunner:
             agent = self.agent_class(self.llm, self.search, self.agent_cfg, self.workspace, evidence=proc)
             eps = agent.run(btasks, tuple(bank))
             self.dropped += proc.dropped
+            for qid, n in proc.dropped_by.items():
+                self.dropped_by[qid] = self.dropped_by.get(qid, 0) + n
             self.batches.append([t.qid for t in btasks])
             for i, ep in zip(batch, eps):
                 out[i] = ep

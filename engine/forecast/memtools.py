@@ -163,6 +163,32 @@ class ProceduralStore:
                 h.update(p.read_bytes())
         return h.hexdigest()
 
+    def files(self) -> dict[str, str]:
+        """Every published file (``manifest.json``, ``tools/*.py``, ``guides/*.json``) by path under the root.
+
+        The store as plain data: a round's snapshot carries it to workers, which rebuild it with
+        :meth:`from_files` in a folder of their own (the sandbox runs the tools from there).
+        """
+        out = {"manifest.json": self.manifest_path.read_text(encoding="utf-8")}
+        for sub in ("tools", "guides"):
+            for p in sorted((self.root / sub).glob("*")):
+                if p.is_file():
+                    out[f"{sub}/{p.name}"] = p.read_text(encoding="utf-8")
+        return out
+
+    @classmethod
+    def from_files(cls, root: str | Path, files: Mapping[str, str], limits: SandboxLimits | None = None
+                   ) -> "ProceduralStore":
+        """A store at ``root`` holding exactly ``files`` (what :meth:`files` returned)."""
+        root = Path(root)
+        for rel, text in files.items():
+            if rel != "manifest.json" and not re.fullmatch(r"(tools|guides)/[A-Za-z0-9_.-]+", rel):
+                raise InputError(f"procedural store file {rel!r} is not manifest.json, tools/<name> or guides/<name>")
+            path = root / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_io.write_text(path, text)
+        return cls(root, limits)
+
     def tool_paths(self, names) -> dict[str, Path]:
         return {n: self.tools[n].path for n in names}
 

@@ -196,15 +196,15 @@ def format_table(rows: Sequence[Row], metric: str = "brier", digits: int = 4) ->
 
 
 def summary_rows(summary: dict) -> list[dict]:
-    """``summary.json`` as one flat record per row of its table (reference and model rows on the
-    evaluated questions): average Brier, accuracy and market return over categories, the per-category
-    Brier (``brier_<category>``), questions scored and unusable answers (``failed``)."""
+    """``summary.json`` (``{"meta", "methods"}``, :mod:`engine.run_folder`) as one flat record per row of its
+    table (reference and model rows on the evaluated questions): average Brier, accuracy and market return
+    over categories, the per-category Brier (``brier_<category>``), questions scored and unusable answers."""
     out = []
-    for r in summary.get("rows", []):
+    for r in summary.get("methods", []):
         row = Row(r["method"], r["brier"], r["accuracy"], r["market_return"], r["n"], r.get("failed", 0))
         rec = {"method": row.method, "brier": row.avg_brier, "accuracy": row.avg_accuracy,
                "market_return": row.avg_return, "n_questions": int(sum(row.n.values())), "failed": int(row.failed),
-               "simulated": "[simulated]" in row.method}
+               "simulated": bool(r.get("simulated"))}
         rec.update({f"brier_{cat}": float(v) for cat, v in row.brier.items()})
         out.append(rec)
     return out

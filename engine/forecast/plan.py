@@ -7,7 +7,6 @@ search index is built.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, Mapping
 
 PROPHET_ARENA_KEYS = ("data", "run", "agent", "subagent", "sandbox", "evolution", "memory_baselines", "prompts")
@@ -23,9 +22,10 @@ def _model(config: Mapping[str, Any]) -> str:
 
 
 def _workspace(configured: str, options) -> str:
-    if configured:
-        return configured
-    return str(Path(options.out) / "workspace") if getattr(options, "out", None) else "a temporary folder"
+    """Where the agent writes item folders: ``run.workspace``, else the run folder's ``workspace``."""
+    from engine.forecast.task import run_folder
+
+    return configured or str(run_folder(options) / "workspace")
 
 
 def plan_prophet_arena(config: Mapping[str, Any], options) -> dict[str, Any]:
@@ -33,7 +33,7 @@ def plan_prophet_arena(config: Mapping[str, Any], options) -> dict[str, Any]:
     from engine.forecast.config import load_forecast_config
     from engine.forecast.data import category_splits, load_prophet_arena, train_ids_from_files
     from engine.forecast.evidence_memory import MemoryBaselinesConfig
-    from engine.forecast.experiment import _data_path
+    from engine.forecast.task import data_path as _data_path
 
     cfg = load_forecast_config(config)
     from_dict(MemoryBaselinesConfig, config.get("memory_baselines"), "forecast.memory_baselines")
@@ -47,13 +47,21 @@ def plan_prophet_arena(config: Mapping[str, Any], options) -> dict[str, Any]:
         "episodes": {"questions loaded": len(questions), "categories": len(splits),
                      "held-out questions per method": n_eval, "evolve": cfg.run.evolve,
                      "workspace": _workspace(cfg.run.workspace, options)},
-        "model": _model(config), "checkpoint": None,
+        "model": _model(config), "checkpoint": _checkpoint(cfg, options),
     }
+
+
+def _checkpoint(cfg, options) -> str | None:
+    if not cfg.run.checkpoint:
+        return None
+    from engine.forecast.task import run_folder
+
+    return str(run_folder(options) / "checkpoint")
 
 
 def plan_futurex(config: Mapping[str, Any], options) -> dict[str, Any]:
     from engine.forecast.futurex_config import EXAMPLE, load_futurex_config, load_memory_baselines_config
-    from engine.forecast.futurex_experiment import _resolve
+    from engine.forecast.futurex_task import _resolve
     from engine.forecast.futurex_tasks import EXAMPLE_DOCS, EXAMPLE_ITEMS, futurex_split, load_futurex_tasks
 
     cfg = load_futurex_config(config)
@@ -68,7 +76,7 @@ def plan_futurex(config: Mapping[str, Any], options) -> dict[str, Any]:
         "episodes": {"items": len(tasks) if cfg.data.path != EXAMPLE else f"{len(tasks)} (fictional example)",
                      "evolution pool": len(evo), "evaluation items per method": n_eval, "evolve": cfg.run.evolve,
                      "workspace": _workspace(cfg.run.workspace, options)},
-        "model": _model(config), "checkpoint": None,
+        "model": _model(config), "checkpoint": _checkpoint(cfg, options),
     }
 
 

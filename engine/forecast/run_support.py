@@ -1,25 +1,31 @@
-"""What the forecast runners (Prophet Arena, FutureX) share: the LLM, its row tag, the run's workspace."""
+"""What the forecast tasks (Prophet Arena, FutureX) share: the LLM factory, its row tag, the prompt templates."""
 
 from __future__ import annotations
 
-import json
-import tempfile
-from pathlib import Path
+from dataclasses import dataclass
+from typing import Any
 
-from engine.forecast.simulated import SimulatedForecastBackend
 from engine.llm.base import MeteredBackend
 from engine.llm.config import load_llm_config
 
 
 def make_llm(config: dict):
     """``(metered backend, simulated?)`` from the config's ``[llm]`` table (simulated = the forecasting harness)."""
-    llm_cfg = load_llm_config(config.get("llm"))
-    if llm_cfg.backend == "simulated":
-        return MeteredBackend(SimulatedForecastBackend(seed=llm_cfg.seed)), True
     from engine.llm.factory import make_backend
+    from engine.tasks import policy_of
 
-    llm = MeteredBackend(make_backend(llm_cfg))
+    llm = MeteredBackend(make_backend(load_llm_config(config.get("llm")), policy=policy_of("forecast")))
     return llm, llm.answered_by[0] == "simulated"  # a replay of a simulated trace is simulated
+
+
+@dataclass
+class ForecastLLM:
+    """The picklable LLM factory of a forecast run: called once per worker (in the worker's process on Ray)."""
+
+    llm: Any = None  # the config's [llm] table
+
+    def __call__(self):
+        return make_llm({"llm": self.llm})[0]
 
 
 def use_prompts(prompts_cfg, config: dict) -> tuple[dict, str | None]:
@@ -37,102 +43,28 @@ def use_prompts(prompts_cfg, config: dict) -> tuple[dict, str | None]:
     return templates.summary_entry(sets), warning
 
 
-def model_tag(llm, simulated: bool) -> str:
+def activate_prompts(prompts_cfg) -> None:
+    """The run's templates in this process (a Ray worker's), already checked by :func:`use_prompts`."""
+    import engine.baselines.prompts  # noqa: F401
+    import engine.forecast.prompts  # noqa: F401
+    from engine import templates
+
+    for name, path in (("forecast", prompts_cfg.file), ("baselines", prompts_cfg.baselines)):
+        templates.use(name, path)
+
+
+def model_tag(answered: tuple[str, str], simulated: bool) -> str:
     """The suffix every model row carries: ``[simulated]`` or ``[backend:model]`` of what answered
     (a replay: the backend that recorded the trace)."""
-    backend, model = llm.answered_by
+    backend, model = answered
     return " [simulated]" if simulated else f" [{backend}:{model.rsplit('/', 1)[-1]}]"
 
 
-def heading(what: str, llm=None, simulated: bool = False) -> str:
+def heading(what: str, answered: tuple[str, str] | None = None, simulated: bool = False) -> str:
     """A run's heading: what ran and what answered it (never the config's title, which may name another backend)."""
-    if llm is None:
+    if answered is None:
         return f"# {what}: reference rows only (no model rows)"
-    backend, model = llm.answered_by
+    backend, model = answered
     if simulated:
         return f"# {what}: SIMULATED forecasting harness ({model}), not a model"
     return f"# {what}: backend {backend}, model {model}"
-
-
-def close_llm(llm) -> None:
-    """Release the backend's engine or server, if it holds one."""
-    close = getattr(getattr(llm, "backend", None), "close", None)
-    if close:
-        close()
-
-
-class RunWorkspace:
-    """The agent's workspace: ``run.workspace`` if set, else ``<out>/workspace``, else a temporary folder."""
-
-    def __init__(self, configured: str, out: Path | None, prefix: str):
-        self._tmp = None
-        if configured:
-            self.path = Path(configured)
-        elif out is not None:
-            self.path = out / "workspace"
-        else:
-            self._tmp = tempfile.TemporaryDirectory(prefix=prefix)
-            self.path = Path(self._tmp.name)
-
-    def cleanup(self) -> None:
-        if self._tmp is not None:
-            self._tmp.cleanup()
-
-
-def write_outputs(text: str, summary: dict, out: Path | None) -> None:
-    """Print the run's tables; with ``--out``, also write ``table.md`` and ``summary.json`` there."""
-    print(text)
-    if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "table.md").write_text(text + "\n", encoding="utf-8")
-        (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str), encoding="utf-8")
-
-
-class RunProgress:
-    """A progress bar over a forecast run's rows (questions x methods) with the LLM calls so far.
-
-    The agent answers a method's questions as one batched multi-turn loop, so the bar
-    advances per method; the LLM-call count on it moves with every batched call, and the
-    bar's rate gives the ETA over the remaining methods.
-    """
-
-    def __init__(self, total: int, enabled: bool, desc: str):
-        from tqdm.auto import tqdm
-
-        self.bar = tqdm(total=total, desc=desc, unit="question", disable=not enabled, dynamic_ncols=True)
-
-    def method(self, name: str) -> None:
-        self.bar.set_description_str(name)
-
-    def done(self, n: int) -> None:
-        self.bar.update(n)
-
-    def each_method(self, methods, per_method: int):
-        """Yield the methods in order, advancing the bar by ``per_method`` questions after each one."""
-        for k, method in enumerate(methods):
-            if k:
-                self.done(per_method)
-            self.method(f"[{k + 1}/{len(methods)}] {method}")
-            yield method
-
-    def watch(self, llm) -> "ProgressLLM":
-        return ProgressLLM(llm, self.bar)
-
-    def close(self) -> None:
-        self.bar.close()
-
-
-class ProgressLLM:
-    """The metered backend, unchanged, except that each ``generate`` shows the running LLM-call count."""
-
-    def __init__(self, llm, bar):
-        self._llm = llm
-        self._bar = bar
-
-    def __getattr__(self, key):
-        return getattr(self._llm, key)
-
-    def generate(self, requests):
-        out = self._llm.generate(requests)
-        self._bar.set_postfix_str(f"LLM calls {self._llm.meter.total.calls}", refresh=True)
-        return out

@@ -1,4 +1,10 @@
-"""A simulated forecasting LLM: a deterministic test harness, never a model. Every figure it yields is *simulated*.
+"""The forecasting tasks' simulated policy: a deterministic test harness, never a model.
+
+``backend = "simulated"`` on Prophet Arena and FutureX is
+``SimulatedBackend(ForecastPolicy())`` (:mod:`engine.llm.simulated`), which labels
+every output *simulated*. Its draws are keyed on the run's seed (``llm.seed``)
+and the conversation; a request's own seed (the agent's turn number) is not
+used, since the turn is already in the conversation.
 
 It reads the prompts the engine writes and answers in the expected formats:
 the main agent searches on its first turn and then returns Prophet Arena JSON
@@ -25,10 +31,9 @@ import hashlib
 import json
 import random
 import re
-import time
-from typing import Sequence
 
-from engine.llm.base import Completion, Request, Response
+from engine.llm.base import Request
+from engine.llm.simulated import SimulatedBackend, SimulatedPolicy
 
 MODEL_NAME = "simulated-forecaster"
 
@@ -78,35 +83,43 @@ __all__ = ["TOOL_NAME", "TOOL_SPEC", "build_runner_kwargs", "run_tool"]
 '''
 
 
-class SimulatedForecastBackend:
-    """Deterministic stand-in for an LLM in ForeDreamer tests and demos (outputs are simulated)."""
+def _messages(request: Request) -> list[dict]:
+    return list(request.messages) if request.messages is not None else [{"role": "user", "content": request.prompt}]
 
-    name = "simulated"
 
-    def __init__(self, seed: int = 0, noise: float = 0.25, evidence_factor: float = 0.6,
-                 bank_factor: float = 0.8, malformed_rate: float = 0.0, model: str = MODEL_NAME):
-        self.seed = seed
+class ForecastPolicy(SimulatedPolicy):
+    """Deterministic stand-in for an LLM in ForeDreamer tests and demos (outputs are simulated).
+
+    Stateful in one way: the generator numbers the MemTools it writes (``tool_sim_header_slice_<seed>_<k>``).
+    """
+
+    model = MODEL_NAME
+
+    def __init__(self, noise: float = 0.25, evidence_factor: float = 0.6, bank_factor: float = 0.8,
+                 malformed_rate: float = 0.0):
         self.noise = noise
         self.evidence_factor = evidence_factor
         self.bank_factor = bank_factor
         self.malformed_rate = malformed_rate
-        self.model = model
         self.calls = 0
         self._new_tools = 0
 
-    def generate(self, requests: Sequence[Request]) -> list[Response]:
-        out = []
-        for r in requests:
-            t0 = time.perf_counter()
-            msgs = list(r.messages) if r.messages is not None else [{"role": "user", "content": r.prompt}]
-            text = self._answer(msgs)
-            self.calls += 1
-            out.append(Response((Completion(text, max(1, len(text) // 4)),), sum(len(m["content"]) for m in msgs) // 4,
-                                time.perf_counter() - t0, self.name, self.model))
-        return out
+    # ------------------------------------------------------------------ SimulatedPolicy
+    def respond(self, request: Request, seed: int, index: int) -> str:
+        self.calls += 1
+        return self._answer(_messages(request), seed, request.seed)
+
+    def seed_of(self, request: Request, default: int) -> int:
+        return default  # the run's seed; the request's (the turn number) is in the conversation already
+
+    def limit(self, text: str, request: Request) -> tuple[str, str, int]:
+        return text, "stop", max(1, len(text) // 4)  # answers are written whole; ~4 characters a token
+
+    def prompt_tokens(self, request: Request) -> int:
+        return sum(len(m["content"]) for m in _messages(request)) // 4
 
     # ------------------------------------------------------------------ roles
-    def _answer(self, msgs: list[dict]) -> str:
+    def _answer(self, msgs: list[dict], seed: int, request_seed: int | None = None) -> str:
         system = msgs[0]["content"] if msgs and msgs[0]["role"] == "system" else ""
         first_user = next((m["content"] for m in msgs if m["role"] == "user"), "")
         if system.startswith("You are a data-processing subagent"):
@@ -127,15 +140,15 @@ class SimulatedForecastBackend:
             uniq = list(dict.fromkeys(names))[:2]
             return json.dumps({"candidate_tool_names": uniq, "analysis": "simulated reuse"})
         if "Final generation step" in first_user or "Exploration generation step" in first_user:
-            return self._generator(first_user)
+            return self._generator(first_user, seed, request_seed)
         if first_user.startswith("You classify one new MemGuide"):
             files = re.findall(r'"guide_file": "([^"]+)"', first_user)
             return json.dumps({"matched_representative_guide_file": files[0] if files and len(files) > 1 else None,
                                "analysis": "simulated classifier"})
         if "Event to predict:" in first_user:
-            return self._futurex(system, msgs, first_user)
+            return self._futurex(system, msgs, first_user, seed)
         if "Market context" in first_user:
-            return self._forecast(system, msgs, first_user)
+            return self._forecast(system, msgs, first_user, seed)
         return "I cannot help with that."
 
     def _subagent(self, system: str, msgs: list[dict]) -> str:
@@ -147,14 +160,14 @@ class SimulatedForecastBackend:
             return "Done."
         return f'<tool_call>{json.dumps({"name": usable[step], "arguments": {}})}</tool_call>'
 
-    def _forecast(self, system: str, msgs: list[dict], prompt: str) -> str:
+    def _forecast(self, system: str, msgs: list[dict], prompt: str, seed: int) -> str:
         final = any(m["role"] == "user" and m["content"].startswith("This is your last allowed turn") for m in msgs)
         searched = any(m["role"] == "user" and m["content"].startswith("Tool result (web_search") for m in msgs)
         can_search = "web_search_and_process tool" in system
         question = prompt.split("Question:\n", 1)[-1].split("\n", 1)[0]
         if can_search and not final and not searched:
             return f'<tool_call>{json.dumps({"name": "web_search_and_process", "arguments": {"query": question}})}</tool_call>'
-        rng = _rng(self.seed, prompt[:2000])
+        rng = _rng(seed, prompt[:2000])
         if rng.random() < self.malformed_rate:
             return "I think the first outcome is likely."  # unusable on purpose
         evidence = searched or "Evidence:\n(use the search tool" not in prompt
@@ -168,7 +181,7 @@ class SimulatedForecastBackend:
             probs[name] = round(min(1.0, max(0.0, 0.5 + rng.gauss(0.0, scale))), 4)
         return json.dumps({"rationale": "simulated forecast", "probabilities": probs})
 
-    def _futurex(self, system: str, msgs: list[dict], prompt: str) -> str:
+    def _futurex(self, system: str, msgs: list[dict], prompt: str, seed: int) -> str:
         """FutureX: search first when allowed, then a SIMULATED keyword reading of the evidence (see module doc)."""
         final = any(m["role"] == "user" and m["content"].startswith("This is your last allowed turn") for m in msgs)
         results = [m["content"] for m in msgs if m["role"] == "user" and m["content"].startswith("Tool result (web_search")]
@@ -181,7 +194,7 @@ class SimulatedForecastBackend:
         if can_search and not final and not results:
             query = event.split("\n", 1)[0]
             return f'<tool_call>{json.dumps({"name": "web_search_and_process", "arguments": {"query": query}})}</tool_call>'
-        rng = _rng(self.seed, prompt[:2000])
+        rng = _rng(seed, prompt[:2000])
         if rng.random() < self.malformed_rate:
             return "Rationale: simulated, no boxed answer on purpose."
         evidence = "\n".join([inline] + [r.split("\n", 1)[-1] for r in results])
@@ -214,13 +227,26 @@ class SimulatedForecastBackend:
             ans = tied[0] if len(tied) == 1 else rng.choice(tied)
         return f"Rationale: simulated keyword reading.\n\n\\boxed{{{ans}}}"
 
-    def _generator(self, prompt: str) -> str:
+    def _generator(self, prompt: str, seed: int, request_seed: int | None = None) -> str:
+        # the new tool is numbered by the request's seed, not by a count of earlier calls: the answer
+        # depends on the request alone, so a resumed run or another worker writes the same tool
         self._new_tools += 1
+        k = self._new_tools if request_seed is None else int(request_seed)
         reuse = list(dict.fromkeys(re.findall(r'"name": "(tool_[A-Za-z0-9_]+)"', prompt.split("Current design requirement", 1)[-1])))
-        name = f"tool_sim_header_slice_{self.seed}_{self._new_tools}"
-        guide = {"guide_name": f"sim_guide_{self._new_tools}",
+        name = f"tool_sim_header_slice_{seed}_{k}"
+        guide = {"guide_name": f"sim_guide_{k}",
                  "prompt": "Work only in the current item_dir with the listed MemTools; never invent content; "
                            f"call {name} to write the output file and stop once it exists.",
                  "tool_names": reuse[:1] + [name]}
-        code = NEW_TOOL_TEMPLATE.format(name=name, n=800 + 200 * self._new_tools)
+        code = NEW_TOOL_TEMPLATE.format(name=name, n=800 + 200 * (1 + k % 8))
         return f"```json\n{json.dumps(guide, indent=1)}\n```\n\n```python\n{code}```\n"
+
+
+def policy_for(llm_cfg) -> ForecastPolicy:
+    """The policy of ``engine.tasks.TASKS["forecast"|"futurex"].policy`` (default noise model)."""
+    return ForecastPolicy()
+
+
+def simulated_backend(seed: int = 0, **params) -> SimulatedBackend:
+    """``SimulatedBackend(ForecastPolicy(**params), seed)``: the simulated backend of these tasks, for tests."""
+    return SimulatedBackend(ForecastPolicy(**params), seed=seed)

@@ -198,19 +198,12 @@ def row_labels(exp: Game24Experiment, config: Mapping[str, Any]) -> dict[str, st
 def llm_factory(llm_cfg, seed: int):
     """The run's backend factory for ``seed`` (a picklable partial: each Ray worker calls it once)."""
     from engine.llm.factory import make_backend
+    from engine.tasks import policy_of
 
-    return functools.partial(make_backend, replace(llm_cfg, seed=seed))
+    return functools.partial(make_backend, replace(llm_cfg, seed=seed), policy=policy_of("game24"))
 
 
 _llm_factory = llm_factory  # the executor benchmark's name for it
-
-
-def run(config: dict, options) -> int:
-    """Run every method on the stream for every seed through the engine's runner; print the table."""
-    from engine.game24.task import Game24Task
-    from engine.runner import run_task
-
-    return run_task(Game24Task(), config, options)
 
 
 def use_prompts(cfg: PromptsConfig, llm_cfg, options) -> tuple[list, str | None]:

@@ -24,7 +24,7 @@ def plan(config: Mapping[str, Any], options) -> dict[str, Any]:
     llm = load_llm_config(config.get("llm"))
     model = llm.model
     if not model and llm.backend == "simulated":
-        from engine.llm.simulated_game24 import MODEL_NAME
+        from engine.game24.simulated_policy import MODEL_NAME
 
         model = MODEL_NAME
     return {

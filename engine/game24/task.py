@@ -119,3 +119,10 @@ class Game24Task:
         report.plot_learning_curve(records, exp.methods, out / "learning_curve.png", backend, exp.report.window,
                                    test_start=len(run.warm), labels=labels)
         return table, ["accuracy_vs_calls.png", "learning_curve.png"]
+
+
+def run(config: dict, options) -> int:
+    """``toe run`` for ``task = "game24"``: every method on the stream for every seed, through the one runner."""
+    from engine.runner import run_task
+
+    return run_task(Game24Task(), config, options)

@@ -201,11 +201,13 @@ def value_prompt_for(x: str, y: str) -> tuple[str | None, bool]:
 
 
 def _parsed_numbers(text: str) -> tuple[Fraction, ...] | None:
+    """The state a model's ``left:`` text names, for experience lookups; None unless it is a Game-of-24
+    state (1 to 4 numbers): a model may write five numbers, which the search keeps as text."""
     try:
         nums = tuple(P.parse_number(t) for t in text.split())
     except (ValueError, ZeroDivisionError):
         return None
-    return canonical_numbers(nums) if nums else None
+    return canonical_numbers(nums) if 1 <= len(nums) <= 4 else None
 
 
 @dataclass

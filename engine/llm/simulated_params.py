@@ -1,4 +1,4 @@
-"""Parameters of the simulated Game-of-24 policy's error model (see engine.llm.simulated_game24)."""
+"""Parameters of the simulated Game-of-24 policy's error model (``[llm.simulated]``; the policy is engine.game24.simulated_policy)."""
 
 from __future__ import annotations
 

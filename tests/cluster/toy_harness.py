@@ -1,4 +1,4 @@
-"""A deterministic toy self-evolving method and a fake LLM: the executors' test harness.
+"""A deterministic toy self-evolving method and its simulated policy: the executors' test harness.
 
 Nothing here is a real model or a real benchmark; every figure produced with
 it is ``simulated``. It lives under tests/ (it is not shipped in the wheel) and
@@ -29,7 +29,8 @@ from typing import Sequence
 import numpy as np
 
 from engine.errors import StoreError
-from engine.llm.base import Completion, Request, Response
+from engine.llm.base import Request
+from engine.llm.simulated import SimulatedBackend, SimulatedPolicy
 from engine.rounds import Episode, EpisodeResult
 
 HARNESS_DIR = Path(__file__).resolve().parent
@@ -51,36 +52,28 @@ def _answer(prompt: str, seed: int | None, sample: int, work: int) -> int:
     return int.from_bytes(h[:4], "little") % 1000
 
 
-class ToyLLM:
-    """Deterministic fake backend: each completion is a hash of (prompt, seed, sample index)."""
+class ToyPolicy(SimulatedPolicy):
+    """The toy's simulated policy: each completion is a hash of (prompt, seed, sample index)."""
 
-    name = "toy"
     model = "toy-sha256"
 
     def __init__(self, work: int = 0, latency_s: float = 0.0):
         self.work = work
-        self.latency_s = latency_s
+        self.batch_latency_s = latency_s  # one batched call: one latency
 
-    def generate(self, requests: Sequence[Request]) -> list[Response]:
-        if self.latency_s:
-            time.sleep(self.latency_s)  # one batched call: one latency
-        out = []
-        for r in requests:
-            texts = [str(_answer(r.prompt or repr(r.messages), r.seed, j, self.work)) for j in range(r.n)]
-            out.append(Response(tuple(Completion(t, 1) for t in texts), prompt_tokens=len((r.prompt or "").split()),
-                                latency_s=self.latency_s, backend=self.name, model=self.model))
-        return out
+    def respond(self, request: Request, seed: int, index: int) -> str:
+        return str(_answer(request.prompt or repr(request.messages), seed, index, self.work))
 
 
 @dataclass(frozen=True)
 class ToyLLMFactory:
-    """Picklable factory for :class:`ToyLLM` (what an executor sends to its workers)."""
+    """Picklable factory of the simulated backend over :class:`ToyPolicy` (what an executor sends to its workers)."""
 
     work: int = 0
     latency_s: float = 0.0
 
-    def __call__(self) -> ToyLLM:
-        return ToyLLM(self.work, self.latency_s)
+    def __call__(self) -> SimulatedBackend:
+        return SimulatedBackend(ToyPolicy(self.work, self.latency_s))
 
 
 def toy_episodes(n: int, seed: int = 0) -> list[Episode]:

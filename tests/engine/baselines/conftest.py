@@ -51,9 +51,10 @@ class ScriptedLLM:
 
 
 class Simulated:
-    """A stand-in named like the simulated backend (extraction 'auto' resolves to 'rule')."""
+    """A stand-in with the simulated backend's capability (extraction 'auto' resolves to 'rule')."""
 
     name = "simulated"
+    answers_any_prompt = False
     model = "none"
 
     def generate(self, requests):  # pragma: no cover - must never be called in rule mode

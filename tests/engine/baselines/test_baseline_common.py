@@ -38,12 +38,34 @@ def test_parse_json(text, want):
     assert parse_json(text) == want
 
 
-def test_resolve_extraction():
-    assert resolve_extraction("auto", "simulated") == "rule"
-    assert resolve_extraction("auto", "vllm") == "llm"
-    assert resolve_extraction("rule", "vllm") == "rule"
+class _Model:
+    """A backend without the capability attribute: a model, which answers any prompt."""
+
+    name, model = "vllm", "m"
+
+    def generate(self, requests):
+        return []
+
+
+def test_resolve_extraction_reads_the_capability_not_the_name():
+    from engine.game24.simulated_policy import simulated_backend
+    from engine.llm.base import MeteredBackend
+    from engine.llm.structured import ConstraintSwitch
+
+    sim = simulated_backend()
+    assert resolve_extraction("auto", sim) == "rule"
+    assert resolve_extraction("auto", MeteredBackend(sim)) == "rule"  # through the meter
+    assert resolve_extraction("auto", _Model()) == "llm"
+    assert resolve_extraction("auto", MeteredBackend(ConstraintSwitch(_Model()))) == "llm"
+    renamed = _Model()
+    renamed.name = "simulated"  # a model that happens to be called "simulated" is still a model
+    assert resolve_extraction("auto", renamed) == "llm"
+    assert resolve_extraction("rule", _Model()) == "rule"
+    assert resolve_extraction("llm", sim) == "llm"
     with pytest.raises(InputError, match="extraction must be one of"):
-        resolve_extraction("magic", "vllm")
+        resolve_extraction("magic", _Model())
+    with pytest.raises(InputError, match="takes the backend, not a name"):
+        resolve_extraction("auto", "simulated")
 
 
 def test_outcome_validates_task_and_reward():

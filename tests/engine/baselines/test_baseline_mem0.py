@@ -14,9 +14,10 @@ from engine.errors import StoreError  # noqa: E402
 
 
 class Simulated:
-    """Named like the simulated backend: extraction 'auto' resolves to the rule, no LLM call."""
+    """With the simulated backend's capability: extraction 'auto' resolves to the rule, no LLM call."""
 
     name = "simulated"
+    answers_any_prompt = False
 
     def generate(self, requests):  # pragma: no cover - must not be called
         raise AssertionError("rule-based extraction must not call the LLM")

@@ -8,9 +8,9 @@ from engine.baselines import prompts as B
 from engine.baselines.memrl import trajectory_text
 from engine.baselines.reme import ReMeConfig, extraction_jobs, parse_experiences, parse_rerank, parse_rewrite, parse_validation
 from engine.baselines.simulated import arithmetic_ok, reply
-from engine.llm.simulated_game24 import SimulatedGame24Policy
+from engine.game24.simulated_policy import Game24Policy
 
-POLICY = SimulatedGame24Policy()
+POLICY = Game24Policy()
 GOOD = "13 - 9 = 4 (left: 4 4 10); 10 - 4 = 6 (left: 4 6); 4 * 6 = 24 (left: 24); Answer: (13 - 9) * (10 - 4) = 24"
 BAD = "4 + 9 = 14 (left: 10 13 14); 14 + 10 = 24 (left: 13 24); Answer: 4 + 9 + 10 = 24"
 

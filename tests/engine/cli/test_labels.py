@@ -31,7 +31,8 @@ def test_answered_by_sees_through_meter_and_replay(tmp_path):
     from engine.llm.config import LLMConfig
 
     trace = tmp_path / "t.arrow"
-    rec = make_backend(LLMConfig(backend="replay", replay_path=str(trace), replay_mode="passthrough"))
+    rec = make_backend(LLMConfig(backend="replay", replay_path=str(trace), replay_mode="passthrough"),
+                       policy="engine.game24.simulated_policy:policy_for")
     rec.generate([Request(prompt="Input: 4 6\n", n=1, max_tokens=8)])
     strict = ReplayBackend(trace)
     assert strict.name == "replay"
@@ -76,7 +77,7 @@ def test_futurex_simulated_heading_and_rows(tmp_path, capsys):
     assert "SIMULATED" in first and "SmolLM2" not in first
     model_rows = [line for line in text.splitlines() if line.startswith("| Full Text")]
     assert model_rows and all("[simulated]" in r for r in model_rows)
-    s = _summary(out)
+    s = _summary(out)["meta"]
     assert s["simulated"] is True and s["backend"] == "simulated"
 
 

@@ -6,7 +6,7 @@ import pytest
 from engine.finance.config import ProtocolConfig, SamplingConfig, ToEConfig
 from engine.finance.experiment import reliability_truth
 from engine.finance.methods import StreamContext
-from engine.finance.simulated import SimulatedFinancePolicy
+from engine.finance.simulated import simulated_backend
 from engine.finance.synthetic import SyntheticConfig, eval_days, generate_market
 from engine.finance.toe import PipeToE
 
@@ -18,7 +18,7 @@ def test_reliability_ranks_predictive_above_misleading(embedder):
         m = generate_market(SyntheticConfig(n_industries=5, n_days=200, events_per_day=2.5, seed=seed))
         ctx = StreamContext(m, ProtocolConfig(horizons=m.horizons), SamplingConfig(), seed, embedder)
         method = PipeToE(ctx, ToEConfig(), n_channels=len(m.truth["channels"]))
-        llm = SimulatedFinancePolicy(seed)
+        llm = simulated_backend(seed)
         for d in eval_days(m).tolist():
             method.step(d, llm)
         rt = reliability_truth(method, m.truth)

@@ -6,7 +6,7 @@ from engine.finance.config import ToEConfig
 from engine.finance.ledger import PendingFeedback, feedback
 from engine.finance.methods import StreamContext
 from engine.finance.config import ProtocolConfig, SamplingConfig
-from engine.finance.simulated import SimulatedFinancePolicy
+from engine.finance.simulated import simulated_backend
 from engine.finance.synthetic import eval_days
 from engine.finance.toe import PipeToE
 
@@ -48,7 +48,7 @@ def test_toe_applies_each_update_after_its_horizon_exactly_once(small_market, em
 
     monkeypatch.setattr(method.ledger, "due", spy)
     q_seen = []
-    llm = SimulatedFinancePolicy(0)
+    llm = simulated_backend(0)
     days = eval_days(m)
     for d in days.tolist():
         q_before = method.tree.q[method.tree.active].copy()
@@ -74,7 +74,7 @@ def test_failed_update_batch_changes_nothing(small_market, embedder):
     m = small_market
     ctx = StreamContext(m, ProtocolConfig(horizons=m.horizons), SamplingConfig(), 0, embedder)
     method = PipeToE(ctx, ToEConfig())
-    llm = SimulatedFinancePolicy(0)
+    llm = simulated_backend(0)
     days = eval_days(m).tolist()
     for d in days[:15]:
         method.step(d, llm)

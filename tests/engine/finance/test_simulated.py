@@ -4,7 +4,7 @@ import pytest
 from engine.errors import ConfigError
 from engine.finance import prompts as P
 from engine.finance.channels import CHANNELS
-from engine.finance.simulated import PRIOR, SimulatedFinanceParams, SimulatedFinancePolicy
+from engine.finance.simulated import PRIOR, SimulatedFinanceParams, simulated_backend
 from engine.llm.base import Request
 
 NEWS = P.NewsLine("2025-03-03", 9, "Retail firms cut product prices", "Huaxin and peers cut product prices.")
@@ -15,20 +15,20 @@ def _predict(exp_q=None, seed=0, idx_n=1):
     if exp_q is not None:
         exps = (P.ExperienceLine(1, ("Retail", "Company fundamentals", CHANNELS[1].direction), (exp_q,) * 3),)
     prompt = P.predict_prompt("Retail", "2025-03-03", (10, 20, 40), [NEWS], exps)
-    resp = SimulatedFinancePolicy(seed, SimulatedFinanceParams(noise=0.0, p_misread=0.0)).generate(
+    resp = simulated_backend(seed, SimulatedFinanceParams(noise=0.0, p_misread=0.0)).generate(
         [Request(prompt=prompt, n=idx_n)])
     return [P.parse_prediction(t, (10, 20, 40)) for t in resp[0].texts]
 
 
 def test_deterministic_per_prompt_seed_and_sample():
     prompt = P.predict_prompt("Retail", "2025-03-03", (10, 20, 40), [NEWS])
-    pol = SimulatedFinancePolicy(1)
+    pol = simulated_backend(1)
     a = pol.generate([Request(prompt=prompt, n=3)])[0].texts
     b = pol.generate([Request(prompt="### TASK: SENTIMENT\nx"), Request(prompt=prompt, n=3)])[1].texts
     assert a == b  # not a function of the batch
-    c = SimulatedFinancePolicy(2).generate([Request(prompt=prompt, n=3)])[0].texts
+    c = simulated_backend(2).generate([Request(prompt=prompt, n=3)])[0].texts
     assert a != c and len(set(a)) == 3
-    g = [SimulatedFinancePolicy(s).generate([Request(prompt=prompt, temperature=0.0)])[0].texts[0] for s in (1, 2)]
+    g = [simulated_backend(s).generate([Request(prompt=prompt, temperature=0.0)])[0].texts[0] for s in (1, 2)]
     assert g[0] == g[1]
     assert pol.generate([Request(prompt=prompt)])[0].backend == "simulated"
 
@@ -53,7 +53,7 @@ def test_reliability_scales_the_reading():
 
 
 def test_every_prompt_kind_parses():
-    pol = SimulatedFinancePolicy(0)
+    pol = simulated_backend(0)
     route = P.route_prompt("Retail", ["Macroeconomy", "Policy planning"], NEWS.title, NEWS.content)
     rerank = P.rerank_prompt("Retail", "Company fundamentals", NEWS.title, NEWS.content,
                              [(4, CHANNELS[1].direction), (7, CHANNELS[0].direction)])
@@ -62,7 +62,7 @@ def test_every_prompt_kind_parses():
     sent = P.sentiment_prompt("Retail", NEWS.title, NEWS.content)
     upd = P.update_prompt("Retail", "2025-03-03", 20, 0.4, -0.02, -0.008, [(4, ("Retail", "F", "d"), 1.2)])
     params = SimulatedFinanceParams(p_misread=0, p_misroute=0, p_miss=0, p_spurious=0, p_merge_error=0)
-    texts = [r.texts[0] for r in SimulatedFinancePolicy(0, params).generate(
+    texts = [r.texts[0] for r in simulated_backend(0, params).generate(
         [Request(prompt=p) for p in (route, rerank, rerank_none, merge, sent, upd)])]
     assert P.parse_route(texts[0]) == "Company fundamentals"
     assert P.parse_rerank(texts[1], [4, 7]) == ([4], None)

@@ -5,7 +5,7 @@ import pytest
 
 from engine.finance.config import ProtocolConfig, SamplingConfig, ToEConfig
 from engine.finance.methods import StreamContext
-from engine.finance.simulated import SimulatedFinancePolicy
+from engine.finance.simulated import simulated_backend
 from engine.finance.synthetic import eval_days
 from engine.finance.toe import PipeToE
 from engine.llm.base import Completion, Response
@@ -107,7 +107,7 @@ def test_merges_keep_tree_counts_consistent(small_market, embedder):
 
 def test_one_batched_call_per_stage_per_day(small_market, embedder):
     method = _method(small_market, embedder)
-    sim = SimulatedFinancePolicy(0)
+    sim = simulated_backend(0)
 
     class Recorder:
         name, model = sim.name, sim.model
@@ -132,7 +132,7 @@ def test_one_batched_call_per_stage_per_day(small_market, embedder):
 def test_llm_updater_moves_reliability(small_market, embedder):
     ctx = StreamContext(small_market, ProtocolConfig(horizons=small_market.horizons), SamplingConfig(), 0, embedder)
     method = PipeToE(ctx, ToEConfig(), update="llm")
-    llm = SimulatedFinancePolicy(0)
+    llm = simulated_backend(0)
     for d in eval_days(small_market).tolist():
         method.step(d, llm)
     assert method.stats["prompts_update"] > 0

@@ -7,7 +7,7 @@ from engine.forecast.data import load_prophet_arena
 from engine.forecast.memtools import ProceduralStore
 from engine.forecast.metrics import uniform_probs
 from engine.forecast.search import corpus_from_questions
-from engine.forecast.simulated import SimulatedForecastBackend
+from engine.forecast.simulated import simulated_backend
 from engine.forecast.subagent import MemoryProcessor
 from engine.forecast.toolcalls import parse_boxed, parse_prophet_answer, parse_tool_calls
 from engine.llm.base import Completion, Response
@@ -51,7 +51,7 @@ def _factory(store, guide, llm, mode="llm"):
 def test_two_turn_loop_search_memory_answer(setup, tmp_path):
     qs, store, guide = setup
     qs = sorted(qs, key=lambda q: q.snapshot_time)[-2:]
-    llm = SimulatedForecastBackend(seed=1)
+    llm = simulated_backend(seed=1)
     agent = ForecastAgent(llm, corpus_from_questions(qs), AgentConfig(top_k=2), tmp_path / "ws",
                           _factory(store, guide, llm))
     eps = agent.run(qs)
@@ -158,7 +158,7 @@ class _CountingSearch:
 def test_no_information_is_the_model_alone_without_search(pa_folder, tmp_path):
     qs = load_prophet_arena(pa_folder)[:3]
     search = _CountingSearch(corpus_from_questions(qs))
-    llm = SimulatedForecastBackend(seed=1)
+    llm = simulated_backend(seed=1)
     seen = []
     real = llm.generate
     llm.generate = lambda reqs: seen.extend(reqs) or real(reqs)

@@ -13,7 +13,7 @@ from engine.forecast.evolution import (
 )
 from engine.forecast.memtools import AdmissionError, ProceduralStore
 from engine.forecast.search import corpus_from_questions
-from engine.forecast.simulated import SimulatedForecastBackend
+from engine.forecast.simulated import simulated_backend
 
 from .conftest import needs_bwrap
 
@@ -92,7 +92,7 @@ class _FakeRunner:
 def test_bank_edit_kept_only_when_validation_improves(pa_folder, seeded_store_dir):
     qs = load_prophet_arena(pa_folder, ["Economics"])
     store = ProceduralStore(seeded_store_dir)
-    llm = SimulatedForecastBackend()  # suggests two "add" edits in priority order
+    llm = simulated_backend()  # suggests two "add" edits in priority order
     first = "Anchor on the market's implied probability and move away from it only on direct evidence."
     second = "Check the resolution rule's exact threshold before assigning probabilities."
     # neither edit improves: the bank is unchanged, both were tried in priority order
@@ -115,7 +115,7 @@ def test_procedural_and_exploration_steps_grow_the_tree(pa_folder, tmp_path, see
     qs = load_prophet_arena(pa_folder, ["Economics"])[:2]
     store = ProceduralStore(seeded_store_dir)
     seed_gid = next(iter(store.guides))
-    llm = SimulatedForecastBackend(seed=3)
+    llm = simulated_backend(seed=3)
     runner = Runner(llm, corpus_from_questions(qs), AgentConfig(top_k=1), tmp_path / "ws", store)
     ev = Evolution(llm, runner, store, qs, EvolutionConfig(explore_every=2, items_per_example=1))
     e1 = ev.procedural_step()

@@ -1,16 +1,22 @@
 import json
 
+import pyarrow.parquet as pq
 import pytest
 
 from engine.cli import main as toe_main
 from engine.config import load_toml
 from engine.errors import ConfigError
 from engine.forecast.config import load_forecast_config
-from engine.forecast.experiment import run
+from engine.forecast.task import run
 from engine.forecast.memtools import ProceduralStore
 from engine.tasks import RunOptions
 
 from .conftest import needs_bwrap
+
+
+def _episodes(out, method=None) -> list[dict]:
+    rows = pq.read_table(out / "episodes.parquet").to_pylist()
+    return [r for r in rows if method is None or r["method"] == method]
 
 
 def _config(pa_folder, **run):
@@ -25,13 +31,18 @@ def test_simulated_run_prints_labelled_table(pa_folder, tmp_path, capsys):
     text = capsys.readouterr().out
     assert "| Market |" in text and "[simulated]" in text and "| Full Text [simulated] |" in text
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
-    sports = summary["splits"]["Sports"]
+    meta = summary["meta"]
+    sports = meta["splits"]["Sports"]
     assert set(sports["evo"]) == {"s0", "s1"} and not set(sports["evo"]) & set(sports["eval"])
     # reference rows on every question; model rows on max_questions per category
-    assert sum(summary["reference_all"][0]["n"].values()) == 12
-    assert all(sum(r["n"].values()) == 4 for r in summary["rows"])
-    evaluated = {d["qid"] for d in summary["details"]["foredreamer"]}
-    assert not evaluated & {q for s in summary["splits"].values() for q in s["evo"]}
+    assert sum(meta["reference_all"][0]["n"].values()) == 12
+    assert all(sum(r["n"].values()) == 4 for r in summary["methods"])
+    assert [r["row"] for r in summary["methods"]] == ["reference"] * 2 + ["model"] * 3
+    assert not summary["methods"][0]["simulated"] and summary["methods"][-1]["simulated"]
+    assert meta["simulated"] and meta["backend"] == "simulated"
+    evaluated = {d["qid"] for d in _episodes(tmp_path / "out", "foredreamer")}
+    assert len(evaluated) == 4 and not evaluated & {q for s in meta["splits"].values() for q in s["evo"]}
+    assert (tmp_path / "out" / "table.md").read_text() in text + "\n"
 
 
 @needs_bwrap
@@ -45,9 +56,11 @@ def test_simulated_run_with_evolution(pa_folder, tmp_path, capsys):
     assert "ForeDreamer evolved, top-1 by validation [simulated]" in text
     summary = json.loads((tmp_path / "o" / "summary.json").read_text())
     for cat in ("Economics", "Sports"):  # C.3: each category evolves from the seed guide in its own store
-        log = summary["details"][f"evolution/{cat}"]["log"]
+        evo = summary["meta"]["evolution"][cat]
+        log = evo["log"]
         assert [e["track"] for e in log] == ["procedural", "textual"] and [e["iteration"] for e in log] == [0, 1]
-        store = ProceduralStore(tmp_path / "ws" / f"procedural-{cat}")
+        assert evo["store"] == f"procedural/foredreamer-seed0-{cat}"
+        store = ProceduralStore(tmp_path / "o" / evo["store"])
         seed = next(iter(store.guides))
         assert log[0]["parent"] == seed
         assert all(store.manifest["guides"][g].get("parent") in (None, seed) for g in store.guides)
@@ -97,11 +110,12 @@ def test_memory_baseline_rows_without_a_memguide_store(pa_folder, tmp_path, caps
     assert "0 after a cutoff dropped" in text
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert not (tmp_path / "out" / "workspace" / "procedural").exists()  # memory-only runs seed no MemGuide store
-    rows = {r["method"]: r for r in summary["rows"]}
+    rows = {r["method"]: r for r in summary["methods"]}
     assert all(sum(rows[f"{n} (evidence) [simulated]"]["n"].values()) == 2 for n in ("Mem0", "MemRL", "ReMe", "FLEX"))
     for method in ("mem0", "memrl", "reme", "flex"):
-        for d in summary["details"][method]:
-            assert d["evidence"] and d["evidence"][0]["written"] and not d["failed"]
+        for d in _episodes(tmp_path / "out", method):
+            evidence = json.loads(d["evidence"])
+            assert evidence and evidence[0]["written"] and not d["failed"]
 
 
 def test_subagent_budget_is_configurable_and_reaches_the_subagent(pa_folder, tmp_path):

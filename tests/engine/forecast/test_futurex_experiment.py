@@ -6,6 +6,7 @@ import random
 from datetime import timedelta
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
 from engine.cli import main as toe_main
@@ -15,7 +16,7 @@ from engine.forecast.agent import AgentConfig
 from engine.forecast.evolution import GuideTree
 from engine.forecast.futurex_config import load_futurex_config
 from engine.forecast.futurex_corpus import load_futurex_documents
-from engine.forecast.futurex_experiment import FutureXAccuracy, FutureXAgent, run
+from engine.forecast.futurex_task import FutureXAccuracy, FutureXAgent, run
 from engine.forecast.futurex_metrics import accuracy_row, first_option_answer, reference_rows, uniform_expected
 from engine.forecast.futurex_tasks import (
     EXAMPLE_DOCS, EXAMPLE_ITEMS, QTYPES, answer_letters, futurex_split, is_correct, load_futurex_tasks, parse_task,
@@ -276,6 +277,16 @@ def test_shipped_config_parses():
 # --------------------------------------------------------------------------- end to end (simulated)
 
 
+def _episodes(out, method) -> list[dict]:
+    """The method's records in ``episodes.parquet``, JSON columns decoded."""
+    rows = [r for r in pq.read_table(out / "episodes.parquet").to_pylist() if r["method"] == method]
+    for r in rows:
+        for k in ("searches", "memories", "written"):
+            if r.get(k) is not None:
+                r[k] = json.loads(r[k])
+    return rows
+
+
 @needs_bwrap
 def test_simulated_run_end_to_end(tasks, tmp_path, capsys):
     out = tmp_path / "out"
@@ -286,14 +297,15 @@ def test_simulated_run_end_to_end(tasks, tmp_path, capsys):
     assert "Search items after their question's cutoff: 0" in text
     summary = json.loads((out / "summary.json").read_text())
     assert (out / "table.md").read_text().startswith("# ForeDreamer on FutureX: SIMULATED forecasting harness")
-    evo, ev = set(summary["split"]["evo"]), set(summary["split"]["eval"])
+    meta = summary["meta"]
+    evo, ev = set(meta["split"]["evo"]), set(meta["split"]["eval"])
     assert len(evo) == 4 and not evo & ev and evo | ev == {t.qid for t in tasks}
-    assert summary["late_items"] == 0
+    assert meta["late_items"] == 0
     by_id = {t.qid: t for t in tasks}
-    rows = {r["method"]: r for r in summary["rows"]}
+    rows = {r["method"]: r for r in summary["methods"]}
     for method, name in (("foredreamer", "ForeDreamer (seed guide, empty bank) [simulated]"),
                          ("full_text", "Full Text [simulated]"), ("rag", "RAG [simulated]")):
-        det = summary["details"][method]
+        det = _episodes(out, method)
         assert {d["qid"] for d in det} == ev  # every evaluation item, no pool item
         hits = [is_correct(d["answer"], by_id[d["qid"]]) for d in det]
         assert [d["correct"] for d in det] == hits
@@ -301,7 +313,7 @@ def test_simulated_run_end_to_end(tasks, tmp_path, capsys):
         assert sum(row["n"].values()) == len(ev)
         assert sum(row["correct"].values()) / len(ev) == pytest.approx(sum(hits) / len(hits))
     # ForeDreamer searched (turn 1) and every searched item traces to a folder with its raw_data.json
-    fd = summary["details"]["foredreamer"]
+    fd = _episodes(out, "foredreamer")
     assert all(d["searches"] and d["memories"] for d in fd)
 
 
@@ -332,8 +344,8 @@ def test_pluggable_search_provider_is_cutoff_guarded(tmp_path, capsys, monkeypat
     assert run(cfg, RunOptions(config_path=tmp_path / "x.toml", out=tmp_path / "o")) == 0
     assert "fx_test_provider:make behind CutoffGuard" in capsys.readouterr().out
     summary = json.loads((tmp_path / "o" / "summary.json").read_text())
-    assert made[0].calls > 0 and summary["late_items"] == 0
-    assert all(d["searches"] for d in summary["details"]["foredreamer"])
+    assert made[0].calls > 0 and summary["meta"]["late_items"] == 0
+    assert all(d["searches"] for d in _episodes(tmp_path / "o", "foredreamer"))
     with pytest.raises(ConfigError, match="must look like 'package.module:factory', got 'nomodule'"):
         run(_config(data={"search_provider": "nomodule"}), RunOptions(config_path=tmp_path / "x.toml"))
     with pytest.raises(ConfigError, match="'fx_test_provider:nothing' cannot be loaded"):
@@ -352,10 +364,10 @@ def test_memory_baseline_rows_on_futurex(tasks, tmp_path, capsys):
     text = capsys.readouterr().out
     assert "| MemRL (evidence) [simulated] |" in text and "| FLEX (evidence) [simulated] |" in text
     summary = json.loads((tmp_path / "o" / "summary.json").read_text())
-    assert summary["late_items"] == 0
+    assert summary["meta"]["late_items"] == 0
     by_id = {t.qid: t for t in tasks}
     for method in ("memrl", "flex"):
-        det = summary["details"][method]
+        det = _episodes(tmp_path / "o", method)
         assert len(det) == 4 and all(d["written"] for d in det)  # evidence went through the baseline's memory
         assert [d["correct"] for d in det] == [is_correct(d["answer"], by_id[d["qid"]]) for d in det]
     with pytest.raises(ConfigError, match="memory_baselines.top_k must be >= 1, got 0"):
@@ -371,7 +383,7 @@ def test_simulated_run_with_evolution_ranks_by_accuracy(tmp_path, capsys):
     text = capsys.readouterr().out
     assert "ForeDreamer evolved, top-1 by validation [simulated]" in text
     summary = json.loads((tmp_path / "o" / "summary.json").read_text())
-    evo = summary["details"]["evolution"]
+    evo = summary["meta"]["evolution"][""]
     assert [e["track"] for e in evo["log"]] == ["procedural", "textual"]
     vals = [t[2] for t in evo["top"]]
     assert vals == sorted(vals, reverse=True)  # accuracy: best (highest) validation first

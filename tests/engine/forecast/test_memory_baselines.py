@@ -15,7 +15,7 @@ from engine.forecast.data import load_prophet_arena
 from engine.forecast.evidence_memory import EvidenceProcessor, MemoryBaselinesConfig, evidence_chunks
 from engine.forecast.memory_baselines import MemoryBaselineRunner
 from engine.forecast.search import SearchResult, corpus_from_questions
-from engine.forecast.simulated import SimulatedForecastBackend
+from engine.forecast.simulated import simulated_backend
 from engine.llm.base import Completion, MeteredBackend, Response
 
 from .conftest import make_row, write_csv
@@ -51,7 +51,7 @@ def questions(tmp_path_factory):
 
 
 def _runner(kind, questions, search=None, llm=None, **cfg):
-    llm = llm or MeteredBackend(SimulatedForecastBackend(seed=1))
+    llm = llm or MeteredBackend(simulated_backend(seed=1))
     search = search or corpus_from_questions(questions, EMB)
     return MemoryBaselineRunner(kind, llm, search, AgentConfig(top_k=2), MemoryBaselinesConfig(**cfg), EMB)
 
@@ -116,7 +116,7 @@ def test_no_document_after_the_cutoff_is_ever_written(kind, questions):
 def test_mem0_store_never_holds_late_evidence(questions):
     q = questions[0]  # earliest snapshot
     docs = corpus_from_questions(questions).docs
-    proc = EvidenceProcessor("mem0", MemoryBaselinesConfig(), EMB, SimulatedForecastBackend(), 5000)
+    proc = EvidenceProcessor("mem0", MemoryBaselinesConfig(), EMB, simulated_backend(), 5000)
     ep = Episode(q)
     body = proc.process([(ep, q.text, docs)], 1)[0]
     texts = [m["memory"] for m in proc.stores[q.qid].memory.all_memories()]  # the real mem0 library's store
@@ -213,7 +213,7 @@ class _Mem0Scripted:
     model = "scripted"
 
     def __init__(self, reply):
-        self.inner = SimulatedForecastBackend(seed=2)
+        self.inner = simulated_backend(seed=2)
         self.reply = reply
         self.mem0_batches = []
 
@@ -263,7 +263,7 @@ def test_bad_mode_and_config_raise_clear_errors(questions):
     with pytest.raises(ConfigError, match="unknown key.*'topk'.*valid keys: chunk_chars"):
         load_forecast_config({"data": {"path": "x"}, "memory_baselines": {"topk": 3}})
     with pytest.raises(InputError, match="agent.mode 'reme' needs an evidence processor"):
-        ForecastAgent(SimulatedForecastBackend(), None, AgentConfig(mode="reme"), ".")
+        ForecastAgent(simulated_backend(), None, AgentConfig(mode="reme"), ".")
 
 
 def test_run_is_deterministic(questions):
@@ -293,7 +293,7 @@ class _ExtractionCounter:
     model = "scripted"
 
     def __init__(self):
-        self.inner = SimulatedForecastBackend(seed=3)
+        self.inner = simulated_backend(seed=3)
         self.batches = []
 
     def generate(self, requests):

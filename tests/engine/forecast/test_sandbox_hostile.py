@@ -421,16 +421,17 @@ def test_host_environment_is_not_visible(tmp_path, monkeypatch):
 
 def test_no_unsandboxed_fallback_and_error_before_any_llm_call(tmp_path, monkeypatch, pa_folder):
     from engine.forecast import sandbox
-    from engine.forecast.experiment import run
+    from engine.forecast.task import run
+    from engine.tasks import RunOptions
 
     monkeypatch.setattr(sandbox, "_PROBE", [])
     monkeypatch.setattr(sandbox.shutil, "which", lambda name: None)
     calls = []
-    monkeypatch.setattr("engine.forecast.experiment.make_llm", lambda cfg: calls.append(cfg) or (_ for _ in ()).throw(
+    monkeypatch.setattr("engine.forecast.run_support.make_llm", lambda cfg: calls.append(cfg) or (_ for _ in ()).throw(
         AssertionError("an LLM was built before the sandbox check")))
     with pytest.raises(sandbox.SandboxUnavailable, match="never runs tools unsandboxed"):
         run({"task": "forecast", "data": {"path": str(pa_folder), "n_evo": 1}, "run": {"methods": ["foredreamer"]}},
-            type("O", (), {"out": tmp_path / "run"})())
+            RunOptions(config_path=tmp_path / "x.toml", out=tmp_path / "run"))
     assert calls == []
     with pytest.raises(sandbox.SandboxUnavailable, match="bubblewrap"):  # a direct call raises too, never runs bare
         run_sandboxed(make_tool(tmp_path, "pass"), make_item(tmp_path), {"mode": "call"}, LIMITS)

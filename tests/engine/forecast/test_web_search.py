@@ -128,7 +128,7 @@ def test_firecrawl_scrapes_full_text_and_keeps_the_cutoff(server, monkeypatch):
 
 def test_prophet_arena_run_uses_the_configured_provider(server, monkeypatch, pa_folder, tmp_path, capsys):
     """Full Text reads the search results (C.4), here from the fake Tavily server."""
-    from engine.forecast.experiment import run
+    from engine.forecast.task import run
     from engine.tasks import RunOptions
 
     monkeypatch.setenv("TAVILY_API_KEY", "k")
@@ -140,4 +140,4 @@ def test_prophet_arena_run_uses_the_configured_provider(server, monkeypatch, pa_
     searched = [b["query"] for p, _, b in server.seen if p == "/search"]
     assert searched, "Full Text did not search"
     summary = json.loads((tmp_path / "o" / "summary.json").read_text())
-    assert summary["search"] == "tavily"
+    assert summary["meta"]["search"] == "tavily"

@@ -18,7 +18,7 @@ from engine.game24.baseline_methods import (
 from engine.game24.hooks import EpisodeTrace
 from engine.game24.tot import PuzzleTask, ToTMethod
 from engine.llm.base import Completion, Response
-from engine.llm.simulated_game24 import SimulatedGame24Backend
+from engine.game24.simulated_policy import simulated_backend
 from engine.rounds import Episode
 
 NAMES = ["memrl", "reme", "flex", "mem0"]
@@ -36,7 +36,7 @@ class Scripted:
     model = "scripted"
 
     def __init__(self):
-        self.sim = SimulatedGame24Backend(seed=3)
+        self.sim = simulated_backend(seed=3)
         self.requests = []
 
     @staticmethod
@@ -160,11 +160,11 @@ def reme_jobs(result):
 
 
 def test_simulated_backend_uses_rule_extraction(hashing_embedder):
-    sim = SimulatedGame24Backend(seed=5)
+    sim = simulated_backend(seed=5)
     method = make_baseline_method("flex", embedder=hashing_embedder)  # extraction "auto"
     res = _run(method, _episodes(PUZZLES[:2]), sim)
     assert method.hooks.snapshot()["source"].tolist() == ["rule", "rule"]
-    tot = ToTMethod("tot").run_episodes({}, _episodes(PUZZLES[:2]), SimulatedGame24Backend(seed=5))
+    tot = ToTMethod("tot").run_episodes({}, _episodes(PUZZLES[:2]), simulated_backend(seed=5))
     assert [r.record["calls"] for r in res] == [r.record["calls"] for r in tot]  # no extra calls
 
 

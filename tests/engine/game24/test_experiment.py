@@ -9,7 +9,8 @@ import pytest
 
 from engine.config import load_toml
 from engine.errors import ConfigError
-from engine.game24.experiment import build_stream, episodes_for, parse_config, run
+from engine.game24.experiment import build_stream, episodes_for, parse_config
+from engine.game24.task import run
 from engine.game24.methods import make_method
 from engine.llm.config import load_llm_config
 from engine.tasks import RunOptions
@@ -195,11 +196,12 @@ class _FirstRequest:
     """The simulated backend, remembering the first request's prompt and seed."""
 
     name = "simulated"
+    answers_any_prompt = False  # the simulated backend's capability
 
     def __init__(self):
-        from engine.llm.simulated_game24 import SimulatedGame24Backend
+        from engine.game24.simulated_policy import simulated_backend
 
-        self.inner, self.first, self.model = SimulatedGame24Backend(), None, "sim"
+        self.inner, self.first, self.model = simulated_backend(), None, "sim"
 
     def generate(self, requests):
         if self.first is None:

@@ -11,7 +11,8 @@ import pytest
 from engine import templates
 from engine.errors import ConfigError
 from engine.game24 import prompts as P
-from engine.game24.experiment import parse_config, run
+from engine.game24.experiment import parse_config
+from engine.game24.task import run
 from engine.tasks import RunOptions
 
 EXTRA = " Think it through before the last line."

@@ -270,3 +270,14 @@ def test_value_samples_without_a_label_are_counted_not_raised():
     method = ToTMethod(config=ToTConfig(breadth=2))
     (res,) = method.run_episodes(method.snapshot(), _episodes([(4, 9, 10, 13)]), NoLabels())
     assert res.record["unusable_values"] > 0
+
+
+def test_a_left_list_that_is_no_game24_state_asks_experience_nothing():
+    """SmolLM2 wrote "... (left: 11 11 12 12 12)": five numbers are text for the search, not a state to look up."""
+    from fractions import Fraction
+
+    from engine.game24.tot import _parsed_numbers
+
+    assert _parsed_numbers("11 11 12 12 12") is None
+    assert _parsed_numbers("") is None and _parsed_numbers("1 x") is None
+    assert _parsed_numbers("8/3 3") == (Fraction(8, 3), Fraction(3))

@@ -12,8 +12,9 @@ from engine.llm.factory import make_backend
 def test_defaults_and_nested_simulated_table():
     cfg = load_llm_config({"llm": {"backend": "simulated", "seed": 4, "simulated": {"p_solvable_move": 0.25}}})
     assert cfg.seed == 4 and cfg.simulated.p_solvable_move == 0.25
-    b = make_backend(cfg)
+    b = make_backend(cfg, policy="engine.game24.simulated_policy:policy_for")
     assert isinstance(b, LLMBackend) and b.name == "simulated" and b.seed == 4
+    assert b.policy.params.p_solvable_move == 0.25  # the task's policy reads [llm.simulated]
     assert b.generate([Request(prompt="x")])[0].backend == "simulated"
 
 
@@ -54,7 +55,10 @@ def test_factory_builds_openai_and_replay(tmp_path, monkeypatch):
     assert b.name == "openai" and b.transport.api_key == "sk-test" and b.endpoint == "http://127.0.0.1:9/v1"
     with pytest.raises(PersistenceError, match="does not exist"):
         make_backend(LLMConfig(backend="replay", replay_path=str(tmp_path / "none.arrow")))
-    rec = make_backend(LLMConfig(backend="replay", replay_path=str(tmp_path / "t.arrow"), replay_mode="passthrough"))
+    passthrough = LLMConfig(backend="replay", replay_path=str(tmp_path / "t.arrow"), replay_mode="passthrough")
+    with pytest.raises(ConfigError, match="simulated policy"):  # the wrapped simulated backend needs one too
+        make_backend(passthrough)
+    rec = make_backend(passthrough, policy="engine.game24.simulated_policy:policy_for")
     assert rec.name == "replay" and rec.inner.name == "simulated"
 
 

@@ -9,7 +9,7 @@ from engine.errors import BackendError, InputError, PersistenceError
 from engine.game24 import prompts as P
 from engine.llm.base import Completion, Request, Response
 from engine.llm.replay import SCHEMA, ReplayBackend, trace_key
-from engine.llm.simulated_game24 import SimulatedGame24Backend
+from engine.game24.simulated_policy import simulated_backend
 
 
 def _reqs():
@@ -31,7 +31,7 @@ class Counting:
 
 def test_record_then_strict_replay_is_identical(tmp_path):
     path = tmp_path / "trace.arrow"
-    live = Counting(SimulatedGame24Backend(seed=3))
+    live = Counting(simulated_backend(seed=3))
     rec = ReplayBackend(path, mode="passthrough", inner=live)
     first = rec.generate(_reqs())
     assert live.calls == 3 and path.exists() and len(rec) == 2 + 3 + 1
@@ -49,7 +49,7 @@ def test_record_then_strict_replay_is_identical(tmp_path):
 
 def test_strict_miss_names_the_key(tmp_path):
     path = tmp_path / "trace.arrow"
-    ReplayBackend(path, mode="passthrough", inner=SimulatedGame24Backend()).generate(_reqs()[:1])
+    ReplayBackend(path, mode="passthrough", inner=simulated_backend()).generate(_reqs()[:1])
     replay = ReplayBackend(path, mode="strict")
     miss = Request(prompt=P.propose_prompt("4 9 10 13"), n=2, seed=2)  # other seed
     key = trace_key("simulated", replay.model, miss, 0)
@@ -101,8 +101,8 @@ def test_bad_traces_and_modes(tmp_path):
         ReplayBackend(tmp_path / "x.arrow", mode="record")
     # a trace with two models needs the model named
     path = tmp_path / "two.arrow"
-    a = SimulatedGame24Backend(model="sim-a")
-    b = SimulatedGame24Backend(model="sim-b")
+    a = simulated_backend(model="sim-a")
+    b = simulated_backend(model="sim-b")
     ReplayBackend(path, mode="passthrough", inner=a).generate(_reqs()[:1])
     ReplayBackend(path, mode="passthrough", inner=b).generate(_reqs()[:1])
     with pytest.raises(InputError, match="holds 2 models"):

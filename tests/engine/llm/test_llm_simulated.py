@@ -9,8 +9,8 @@ import pytest
 from engine.errors import ConfigError
 from engine.game24 import prompts as P
 from engine.llm.base import MeteredBackend, Request
-from engine.llm.simulated_game24 import (
-    SimulatedGame24Backend,
+from engine.game24.simulated_policy import (
+    simulated_backend,
     SimulatedPolicyParams,
     answer_is_correct,
     classify_prompt,
@@ -26,7 +26,7 @@ def _within(observed, n, p, sigmas=4.5):
 
 
 def test_outputs_do_not_depend_on_batch_composition_or_order():
-    b = SimulatedGame24Backend(seed=3)
+    b = simulated_backend(seed=3)
     reqs = [Request(prompt=P.propose_prompt(p), n=2, seed=7) for p in PUZZLES]
     reqs += [Request(prompt=P.value_prompt(p), n=3, seed=i) for i, p in enumerate(PUZZLES)]
     together = [r.texts for r in b.generate(reqs)]
@@ -37,27 +37,27 @@ def test_outputs_do_not_depend_on_batch_composition_or_order():
     for k in order[:5]:
         alone[k] = b.generate([reqs[k]])[0].texts
     rest = order[5:]
-    for k, resp in zip(rest, SimulatedGame24Backend(seed=3).generate([reqs[k] for k in rest])):
+    for k, resp in zip(rest, simulated_backend(seed=3).generate([reqs[k] for k in rest])):
         alone[k] = resp.texts
     assert [alone[k] for k in range(len(reqs))] == together
 
 
 def test_seed_and_sample_index_matter_and_default_seed_applies():
     prompt = P.propose_prompt("4 9 10 13")
-    b = SimulatedGame24Backend(seed=0)
+    b = simulated_backend(seed=0)
     texts = b.generate([Request(prompt=prompt, n=6, seed=1)])[0].texts
     assert len(set(texts)) > 1
     other = b.generate([Request(prompt=prompt, n=6, seed=2)])[0].texts
     assert other != texts
     # a request without a seed uses the backend's seed
     assert b.generate([Request(prompt=prompt, n=2)])[0].texts == b.generate([Request(prompt=prompt, n=2, seed=0)])[0].texts
-    assert SimulatedGame24Backend(seed=5).generate([Request(prompt=prompt, n=2)])[0].texts != \
+    assert simulated_backend(seed=5).generate([Request(prompt=prompt, n=2)])[0].texts != \
         b.generate([Request(prompt=prompt, n=2)])[0].texts
 
 
 def test_temperature_zero_is_greedy():
     prompt = P.propose_prompt("2 3 5 12")
-    b = SimulatedGame24Backend()
+    b = simulated_backend()
     r1 = b.generate([Request(prompt=prompt, n=3, temperature=0.0, seed=1)])[0]
     r2 = b.generate([Request(prompt=prompt, n=1, temperature=0.0, seed=99)])[0]
     assert len(set(r1.texts)) == 1 and r2.texts[0] == r1.texts[0]
@@ -65,7 +65,7 @@ def test_temperature_zero_is_greedy():
 
 def test_format_without_errors_is_exact():
     params = SimulatedPolicyParams(p_malformed=0, p_wrong_arithmetic=0, p_wrong_left=0, min_proposals=4, max_proposals=8)
-    b = SimulatedGame24Backend(params)
+    b = simulated_backend(params=params)
     for p in PUZZLES:
         nums = sorted(P.parse_number(t) for t in p.split())
         resp = b.generate([Request(prompt=P.propose_prompt(p), n=3, seed=1)])[0]
@@ -103,7 +103,7 @@ def _classify(line, nums):
 def test_line_error_rates_match_parameters():
     params = SimulatedPolicyParams(p_malformed=0.1, p_wrong_arithmetic=0.15, p_wrong_left=0.05,
                                    min_proposals=5, max_proposals=5)
-    b = SimulatedGame24Backend(params)
+    b = simulated_backend(params=params)
     counts = {"malformed": 0, "arith": 0, "left": 0, "ok": 0}
     reqs = [Request(prompt=P.propose_prompt(p), n=25, seed=s) for p in PUZZLES for s in range(3)]
     for req, resp in zip(reqs, b.generate(reqs)):
@@ -121,7 +121,7 @@ def test_line_error_rates_match_parameters():
 def test_solvable_move_rate_matches_parameter():
     params = SimulatedPolicyParams(p_solvable_move=0.3, p_malformed=0, p_wrong_arithmetic=0, p_wrong_left=0,
                                    min_proposals=1, max_proposals=1)
-    b = SimulatedGame24Backend(params)
+    b = simulated_backend(params=params)
     good = n = 0
     for p in ["4 9 10 13", "1 1 4 6", "2 3 5 12", "1 5 6 7"]:
         resp = b.generate([Request(prompt=P.propose_prompt(p), n=400, seed=11)])[0]
@@ -136,7 +136,7 @@ def test_value_judgments_are_a_noisy_view_of_the_solver():
     params = SimulatedPolicyParams(value_sure_if_solvable=0.6, value_likely_if_solvable=0.3,
                                    value_impossible_if_unsolvable=0.7, value_likely_if_unsolvable=0.2,
                                    p_value_malformed=0.05)
-    b = SimulatedGame24Backend(params)
+    b = simulated_backend(params=params)
     cases = {"4 6": True, "2 5 7": True, "1 2 3": False, "13 14": False}
     for nums, truth in cases.items():
         texts = b.generate([Request(prompt=P.value_prompt(nums), n=1500, seed=4)])[0].texts
@@ -154,7 +154,7 @@ def test_value_judgments_are_a_noisy_view_of_the_solver():
 
 def test_answer_and_last_step_judgment_rates():
     params = SimulatedPolicyParams(p_answer_correct=0.7, p_judge_correct=0.8)
-    b = SimulatedGame24Backend(params)
+    b = simulated_backend(params=params)
     steps = "13 - 9 = 4 (left: 4 4 10)\n10 - 4 = 6 (left: 4 6)\n4 * 6 = 24 (left: 24)"
     nums = [4, 9, 10, 13]
     texts = b.generate([Request(prompt=P.answer_prompt("4 9 10 13", steps), n=2000, seed=1)])[0].texts
@@ -181,7 +181,7 @@ def test_exact_helpers():
 
 
 def test_limits_chat_and_unknown_prompts():
-    b = MeteredBackend(SimulatedGame24Backend())
+    b = MeteredBackend(simulated_backend())
     r = b.generate([
         Request(prompt=P.value_prompt("4 4 10"), max_tokens=2, episode="e1"),
         Request(messages=[{"role": "user", "content": P.propose_prompt("4 9 10 13")}], stop=["\n"], episode="e1"),

@@ -8,8 +8,8 @@ import pytest
 
 from engine.errors import ConfigError
 from engine.game24 import prompts as P
-from engine.llm.simulated_game24 import (
-    SimulatedGame24Policy,
+from engine.game24.simulated_policy import (
+    Game24Policy,
     applicable_experience_answers,
     applicable_experience_steps,
     split_experience,
@@ -26,8 +26,8 @@ STEPS = ["13 - 9 = 4 (left: 4 4 10)"]
 N = 2000
 
 
-def _policy(**kw) -> SimulatedGame24Policy:
-    return SimulatedGame24Policy(SimulatedPolicyParams(**kw))
+def _policy(**kw) -> Game24Policy:
+    return Game24Policy(SimulatedPolicyParams(**kw))
 
 
 def test_split_experience_gives_the_prompt_without_experience():
@@ -122,7 +122,7 @@ def test_deterministic_per_prompt_seed_index():
     pol = _policy()
     prompt = P.propose_prompt(NUMS, experience=APPLICABLE)
     outs = {(s, i): pol.complete(prompt, s, i) for s in range(20) for i in range(3)}
-    again = {(s, i): SimulatedGame24Policy().complete(prompt, s, i) for s, i in reversed(list(outs))}
+    again = {(s, i): Game24Policy().complete(prompt, s, i) for s, i in reversed(list(outs))}
     assert outs == again
     assert len(set(outs.values())) > 10  # seeds and indices do matter
 

@@ -190,12 +190,14 @@ def test_summary_rows_of_every_task():
     (row,) = summary_rows("finance", fin)
     assert row["tsIC_20d_Exploitation"] == pytest.approx(2.0) and row["csIC_10d_Overall"] == pytest.approx(-1.0)
     assert row["simulated"] is True
-    fc = {"rows": [to_dict(Row("ForeDreamer [simulated]", {"A": 0.2, "B": 0.4}, {"A": 1.0, "B": 0.0},
-                               {"A": 1.0, "B": 1.0}, {"A": 2, "B": 3}, failed=1))]}
+    fc = {"meta": {}, "methods": [{**to_dict(Row("ForeDreamer [simulated]", {"A": 0.2, "B": 0.4}, {"A": 1.0, "B": 0.0},
+                                                 {"A": 1.0, "B": 1.0}, {"A": 2, "B": 3}, failed=1)),
+                                   "simulated": True}]}
     (row,) = summary_rows("forecast", fc)
     assert row["brier"] == pytest.approx(0.3) and row["brier_B"] == 0.4 and row["failed"] == 1
     assert row["n_questions"] == 5 and row["simulated"] is True
-    fx = {"rows": [to_dict(AccuracyRow("RAG", {"binary": 2, "numeric": 2}, {"binary": 2, "numeric": 0}))]}
+    fx = {"meta": {}, "methods": [{**to_dict(AccuracyRow("RAG", {"binary": 2, "numeric": 2}, {"binary": 2, "numeric": 0})),
+                                   "simulated": False}]}
     (row,) = summary_rows("futurex", fx)
     assert row["accuracy"] == 0.5 and row["accuracy_binary"] == 1.0 and row["simulated"] is False
     with pytest.raises(ConfigError, match="unknown task"):

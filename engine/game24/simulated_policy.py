@@ -1,4 +1,7 @@
-"""A simulated Game-of-24 policy: a seeded, text-in text-out stand-in for an LLM.
+"""The Game-of-24 task's simulated policy: a seeded, text-in text-out stand-in for an LLM.
+
+``backend = "simulated"`` on this task is ``SimulatedBackend(Game24Policy(...))``
+(:mod:`engine.llm.simulated`); this module is the policy, the task's own code.
 
 It is a **test harness, not a model**. It reads the numbers from the ToT-format
 prompts of :mod:`engine.game24.prompts` and answers in the same text format
@@ -41,9 +44,9 @@ explicit error model whose parameters are :class:`SimulatedPolicyParams`:
 Every completion is a deterministic function of (prompt, seed, sample index)
 only, never of the batch composition or call order: the seed is the request's
 ``seed`` (or the backend's default seed when the request has none), and at
-temperature 0 the sample index and seed are ignored (greedy decoding). Every
-:class:`Response` says ``backend="simulated"``; figures produced with it must
-be labelled *simulated*.
+temperature 0 the sample index and seed are ignored (greedy decoding). The
+backend labels every :class:`Response` ``backend="simulated"``; figures
+produced with it are labelled *simulated*.
 """
 
 from __future__ import annotations
@@ -52,21 +55,21 @@ import hashlib
 import itertools
 import random
 import re
-import time
 from fractions import Fraction
 from typing import Sequence
 
 from engine.game24 import prompts as P
-from engine.llm.base import Completion, Request, Response
+from engine.llm.base import Request
+from engine.llm.simulated import SimulatedBackend, SimulatedPolicy, prompt_text
 from engine.llm.simulated_params import SimulatedPolicyParams
-from engine.llm.tokens import TOKEN_PATTERN as _TOKEN
-from engine.llm.tokens import count_prompt_tokens, count_tokens
+from engine.llm.tokens import count_tokens
 
 __all__ = [
     "MODEL_NAME",
     "SimulatedPolicyParams",
-    "SimulatedGame24Policy",
-    "SimulatedGame24Backend",
+    "Game24Policy",
+    "policy_for",
+    "simulated_backend",
     "answer_is_correct",
     "applicable_experience_answers",
     "applicable_experience_steps",
@@ -272,13 +275,19 @@ def applicable_experience_answers(experience: str, nums: Sequence[Fraction]) -> 
 # ---------------------------------------------------------------- the policy
 
 
-class SimulatedGame24Policy:
+class Game24Policy(SimulatedPolicy):
     """Text-in, text-out Game-of-24 policy; :meth:`complete` is pure given its arguments."""
+
+    model = MODEL_NAME
 
     def __init__(self, params: SimulatedPolicyParams | None = None):
         self.params = params or SimulatedPolicyParams()
 
     # -- public ---------------------------------------------------------------
+    def respond(self, request: Request, seed: int, index: int) -> str:
+        """:meth:`complete` of the request's prompt (a chat: its last user message)."""
+        return self.complete(prompt_text(request), seed, index, request.temperature)
+
     def complete(self, prompt: str, seed: int, index: int, temperature: float = 0.7) -> str:
         """One completion of ``prompt``; a function of (prompt, seed, index) only (temperature 0: of prompt)."""
         if temperature == 0.0:
@@ -481,60 +490,16 @@ def _break(expr: str, nums, rng: random.Random) -> str:
     return expr + " + 1"
 
 
-# ---------------------------------------------------------------- the backend
+# ---------------------------------------------------------------- the task's hooks
 
 
-class SimulatedGame24Backend:
-    """:class:`~engine.llm.base.LLMBackend` over :class:`SimulatedGame24Policy` (name ``"simulated"``)."""
-
-    name = "simulated"
-
-    def __init__(self, params: SimulatedPolicyParams | None = None, seed: int = 0, model: str = MODEL_NAME):
-        self.policy = SimulatedGame24Policy(params)
-        self.seed = int(seed)
-        self.model = model
-
-    def generate(self, requests: Sequence[Request]) -> list[Response]:
-        out = []
-        for req in requests:
-            t0 = time.perf_counter()
-            prompt = req.prompt if req.prompt is not None else _chat_text(req.messages)
-            seed = self.seed if req.seed is None else int(req.seed)
-            comps = []
-            for i in range(req.n):
-                text = self.policy.complete(prompt, seed, i, req.temperature)
-                text, finish, ntok = _apply_limits(text, count_tokens(text), req.stop, req.max_tokens)
-                comps.append(Completion(text=text, completion_tokens=ntok, finish_reason=finish))
-            out.append(
-                Response(
-                    completions=tuple(comps),
-                    prompt_tokens=count_prompt_tokens(prompt),
-                    latency_s=time.perf_counter() - t0,
-                    backend=self.name,
-                    model=self.model,
-                )
-            )
-        return out
+def policy_for(llm_cfg) -> Game24Policy:
+    """The policy ``backend = "simulated"`` answers with on this task (``engine.tasks.TASKS["game24"].policy``):
+    the error model of the config's ``[llm.simulated]`` table."""
+    return Game24Policy(llm_cfg.simulated)
 
 
-def _chat_text(messages) -> str:
-    """The prompt a chat request stands for: the content of its last user message."""
-    for m in reversed(messages or ()):
-        if m.get("role") == "user":
-            return str(m.get("content", ""))
-    return str(messages[-1].get("content", "")) if messages else ""
-
-
-def _apply_limits(text: str, n_tokens: int, stop: Sequence[str], max_tokens: int) -> tuple[str, str, int]:
-    """Cut at the first stop string, then at ``max_tokens`` approximate tokens (finish 'length').
-
-    ``n_tokens`` is ``count_tokens(text)``. Returns (text, finish_reason, completion token count).
-    """
-    for s in stop:
-        if s and s in text:
-            text = text[: text.index(s)]
-            n_tokens = count_tokens(text)
-    if n_tokens <= max_tokens:
-        return text, "stop", n_tokens
-    ends = [m.end() for m in itertools.islice(_TOKEN.finditer(text), max_tokens)]
-    return text[: ends[-1]], "length", max_tokens
+def simulated_backend(seed: int = 0, params: SimulatedPolicyParams | None = None,
+                      model: str | None = None) -> SimulatedBackend:
+    """``SimulatedBackend(Game24Policy(params), seed, model)``: this task's simulated backend, for tests and scripts."""
+    return SimulatedBackend(Game24Policy(params), seed=seed, model=model)

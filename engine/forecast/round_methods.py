@@ -1,0 +1,371 @@
+"""Forecasting methods on the round loop (:mod:`engine.rounds`): an episode is one question.
+
+Every forecasting method of Prophet Arena and FutureX is a :class:`~engine.rounds.Method`
+that :func:`engine.runner.run_task` drives over the local or the Ray executor:
+
+- :class:`RolloutMethod` (``foredreamer`` with the seed MemGuide and an empty
+  Experience Bank, ``full_text``, ``rag``, ``no_information``,
+  ``market_informed``) learns nothing across questions: its snapshot is empty,
+  all held-out questions form one round (Ray splits it over workers) and the
+  agent batches each turn's LLM calls across the questions of a share.
+- :class:`MemoryBaselineMethod` (``mem0``, ``memrl``, ``reme``, ``flex``): the
+  evidence layer is per question; the experience layer of MemRL, ReMe and FLEX
+  (:mod:`engine.forecast.outcome_memory`) is the method's experience. Its
+  questions run one per round in cutoff order: a question reads the snapshot
+  (the outcomes resolved before its cutoff, released at its start), and the
+  barrier installs the track with its outcome queued. This is the sequential
+  rule of :class:`~engine.forecast.memory_baselines.MemoryBaselineRunner`,
+  which batched questions only where no outcome could resolve between them, so
+  every question sees the same outcomes as before. Mem0 has no experience layer
+  and runs as one round.
+- :class:`EvolutionMethod` (``foredreamer`` with ``run.evolve``, paper 3 and
+  C.3): per category, an ``init`` episode validates the published guides on
+  the evolution pool, then one episode per evolution iteration, then one
+  ``eval`` episode per (top-k rank, held-out question). Rounds hold one
+  episode: iteration ``i + 1`` reads what iteration ``i`` accepted.
+
+ForeDreamer's editor, critic, generator and validation gate need the LLM and the
+MemTool sandbox, so they run inside the iteration's episode (on a worker, from the
+snapshot: the Experience Bank, the guide tree, the validation records and the
+procedural store's files, rebuilt in the worker's own folder where the sandbox
+runs the tools). The episode returns the iteration's outcome (the accepted bank,
+the admitted guide and tools) as its update; the barrier installs it. A round holds
+one episode, so the barrier's result does not depend on the executor or on which
+worker ran the iteration.
+
+Snapshots and updates are arrays: the experience as pickled bytes in a ``u1``
+array (``state``). Each record carries ``backend`` and ``model`` from
+``llm.answered_by`` and the LLM usage of its question (requests are attributed by
+``Request.episode``).
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+import shutil
+import tempfile
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from engine.forecast.agent import MEMORY_MODES
+from engine.forecast.evolution import Evolution, ExperienceBank, Runner
+from engine.forecast.memtools import ProceduralStore
+from engine.forecast.seed_tools import DEFAULT_GUIDE, seed_tool_sources
+from engine.llm.base import MeteredBackend, Usage
+from engine.rounds import Episode, EpisodeResult
+
+TOOL_MODES = ("foredreamer", "market_informed")  # modes whose subagent runs MemTools in the sandbox
+USAGE_FIELDS = ("calls", "samples", "prompt_tokens", "completion_tokens", "latency_s")
+
+
+def pack(obj) -> np.ndarray:
+    """Plain picklable data as a read-only-safe ``u1[n]`` array (what a snapshot or an update holds)."""
+    return np.frombuffer(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL), dtype=np.uint8)
+
+
+def unpack(arr: np.ndarray):
+    return pickle.loads(np.asarray(arr, dtype=np.uint8).tobytes())
+
+
+@dataclass
+class ForecastContext:
+    """What every episode of a forecast run reads besides the experience (pickled to workers once per run).
+
+    ``items``: qid -> Question | FutureXItem; ``pools``: category -> evolution pool qids ("" for FutureX);
+    ``record``: task-specific fields of one scored episode (``record(ep, ctx, method) -> dict``);
+    ``prompts``: ``(PromptsConfig, llm table)`` activated in each worker process.
+    """
+
+    task: str  # "forecast" | "futurex"
+    agent: Any
+    subagent: Any
+    sandbox: Any
+    evolution: Any
+    search: Any
+    embedder: Any
+    items: dict
+    pools: dict
+    record: Callable[[Any, "ForecastContext", str], dict]
+    workspace: str = ""  # "" = a temporary folder per call
+    metric: Any = None  # the validation metric (None: Brier)
+    runner_class: type = Runner
+    memory_baselines: Any = None
+    prompts: Any = None
+    scorer: str = "pm_rank"
+    rel_tol: float = 0.0
+    extra: dict = field(default_factory=dict)
+
+
+_ACTIVE_PROMPTS: set[str] = set()
+
+
+def _activate_prompts(ctx: ForecastContext) -> None:
+    """The run's prompt templates in this process (a Ray worker starts with the shipped ones)."""
+    if ctx.prompts is None:
+        return
+    key = repr(ctx.prompts)
+    if key in _ACTIVE_PROMPTS:
+        return
+    from engine.forecast.run_support import activate_prompts
+
+    activate_prompts(ctx.prompts[0])
+    _ACTIVE_PROMPTS.add(key)
+
+
+@contextmanager
+def _workspace(ctx: ForecastContext, run_key: str, episodes: Sequence[Episode]):
+    """``<run.workspace>/<run key>/ep<first id>`` (kept), else a temporary folder (removed)."""
+    if ctx.workspace:
+        path = Path(ctx.workspace) / run_key / f"ep{episodes[0].episode_id:05d}"
+        shutil.rmtree(path, ignore_errors=True)  # a rerun of the round after a crash starts clean
+        path.mkdir(parents=True, exist_ok=True)
+        yield path
+        return
+    tmp = tempfile.mkdtemp(prefix="forecast-")
+    try:
+        yield Path(tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _usage_records(meter: MeteredBackend, qids: Sequence[str]) -> list[dict]:
+    """Each question's share of the LLM usage, by ``Request.episode`` (the qid, an outcome key
+    ``kind:qid`` or an item folder ``.../<qid>/turn<t>_item<k>``); unattributed requests go to the first."""
+    from engine.forecast.subagent import _safe
+
+    index = {q: k for k, q in enumerate(qids)}
+    safe = {_safe(q): k for k, q in enumerate(qids)}
+    out = [Usage() for _ in qids]
+    attributed = Usage()
+    for key, u in meter.meter.per_episode.items():
+        k = index.get(key)
+        if k is None and ":" in key:
+            k = index.get(key.split(":", 1)[1])
+        if k is None:
+            k = safe.get(Path(key).parent.name)
+        if k is None:
+            continue
+        for f in USAGE_FIELDS:
+            setattr(out[k], f, getattr(out[k], f) + getattr(u, f))
+            setattr(attributed, f, getattr(attributed, f) + getattr(u, f))
+    if qids:
+        for f in USAGE_FIELDS:
+            setattr(out[0], f, getattr(out[0], f) + getattr(meter.meter.total, f) - getattr(attributed, f))
+    return [{"llm_calls": u.calls, "llm_samples": u.samples, "prompt_tokens": u.prompt_tokens,
+             "completion_tokens": u.completion_tokens, "llm_latency_s": u.latency_s} for u in out]
+
+
+def _labelled(meter: MeteredBackend, records: list[dict], qids: Sequence[str]) -> list[dict]:
+    backend, model = meter.answered_by
+    for rec, usage in zip(records, _usage_records(meter, qids)):
+        rec.update(usage, backend=backend, model=model)
+    return records
+
+
+def _seed_store(root: Path, limits) -> tuple[ProceduralStore, str]:
+    store = ProceduralStore(root, limits)
+    return store, store.seed(seed_tool_sources(), DEFAULT_GUIDE)
+
+
+def _runner(ctx: ForecastContext, llm, mode: str, workspace: Path, store) -> Runner:
+    return ctx.runner_class(llm, ctx.search, replace(ctx.agent, mode=mode), workspace, store, ctx.subagent.mode,
+                            ctx.subagent.max_steps, ctx.sandbox, metric=ctx.metric,
+                            subagent_tokens=ctx.subagent.max_tokens, subagent_chars=ctx.subagent.max_chars)
+
+
+class _Experience:
+    """Checkpoint hooks (:class:`engine.rounds.Checkpointable`): only the experience, never the context."""
+
+    EXPERIENCE: tuple[str, ...] = ()
+
+    def save_state(self, directory: Path) -> None:
+        (Path(directory) / "experience.pkl").write_bytes(
+            pickle.dumps({k: getattr(self, k) for k in self.EXPERIENCE}, protocol=pickle.HIGHEST_PROTOCOL))
+
+    def load_state(self, directory: Path) -> None:
+        for k, v in pickle.loads((Path(directory) / "experience.pkl").read_bytes()).items():
+            setattr(self, k, v)
+
+
+class RolloutMethod(_Experience):
+    """A method with no experience across questions: every held-out question reads the same (empty) snapshot."""
+
+    def __init__(self, name: str, ctx: ForecastContext, run_key: str):
+        self.name, self.ctx, self.run_key = name, ctx, run_key
+
+    def snapshot(self) -> dict[str, np.ndarray]:
+        return {}
+
+    def run_episodes(self, snapshot, episodes: Sequence[Episode], llm) -> list[EpisodeResult]:
+        ctx = self.ctx
+        _activate_prompts(ctx)
+        qids = [e.payload[1] for e in episodes]
+        meter = MeteredBackend(llm)
+        with _workspace(ctx, self.run_key, episodes) as ws:
+            store, guide, paths = None, DEFAULT_GUIDE, {}
+            if self.name in TOOL_MODES:  # the seed tools and guide, published in this worker's folder
+                store, gid = _seed_store(ws / "procedural", ctx.sandbox)
+                guide = store.guides[gid]
+                paths = store.tool_paths(guide["tool_names"])
+            eps = _runner(ctx, meter, self.name, ws / "rollouts", store).rollouts([ctx.items[q] for q in qids],
+                                                                                 guide, paths)
+            records = [ctx.record(ep, ctx, self.name) for ep in eps]
+        return [EpisodeResult(e.episode_id, r) for e, r in zip(episodes, _labelled(meter, records, qids))]
+
+    def apply(self, results) -> None:
+        """No experience: nothing to apply."""
+
+
+class MemoryBaselineMethod(_Experience):
+    """Mem0 / MemRL / ReMe / FLEX on the retrieved evidence; the experience track is the method's experience."""
+
+    EXPERIENCE = ("track",)
+
+    def __init__(self, name: str, ctx: ForecastContext, run_key: str):
+        from engine.forecast.memory_baselines import MemoryBaselineRunner
+
+        self.name, self.ctx, self.run_key = name, ctx, run_key
+        # the track (MemRL / ReMe / FLEX with experience = true) as an empty runner builds it
+        self.track = MemoryBaselineRunner(name, None, None, ctx.agent, ctx.memory_baselines, ctx.embedder).track
+
+    @property
+    def sequential(self) -> bool:
+        """Questions one per round (the experience track learns from each resolved outcome)."""
+        return self.track is not None
+
+    def snapshot(self) -> dict[str, np.ndarray]:
+        return {} if self.track is None else {"state": pack(self.track)}
+
+    def run_episodes(self, snapshot, episodes: Sequence[Episode], llm) -> list[EpisodeResult]:
+        from engine.forecast.memory_baselines import MemoryBaselineRunner
+
+        ctx = self.ctx
+        _activate_prompts(ctx)
+        if self.track is not None and len(episodes) != 1:
+            raise AssertionError(f"{self.name}: the experience track runs one question per round, got {len(episodes)}")
+        qids = [e.payload[1] for e in episodes]
+        meter = MeteredBackend(llm)
+        with _workspace(ctx, self.run_key, episodes) as ws:
+            mr = MemoryBaselineRunner(self.name, meter, ctx.search, ctx.agent, ctx.memory_baselines, ctx.embedder,
+                                      ws / f"rollouts-{self.name}")
+            if self.track is not None:
+                mr.track = unpack(snapshot["state"])  # the outcomes released before this round, none after
+            eps = mr.rollouts([ctx.items[q] for q in qids])
+            records = []
+            for ep in eps:
+                rec = ctx.record(ep, ctx, self.name)
+                written = mr.written.get(ep.qid, [])
+                rec.update(n_written=len(written), dropped=mr.dropped_by.get(ep.qid, 0),
+                           evidence=json.dumps([{k: v for k, v in r.items() if k != "text"} for r in ep.evidence],
+                                               default=str),
+                           evidence_chars=json.dumps([len(r["text"]) for r in ep.evidence]),
+                           experience_visible=json.dumps([k for k, _ in mr.visible.get(ep.qid, [])]),
+                           written=json.dumps([h.origin for h in written]),
+                           late_written=sum(h.available_at > ep.task.cutoff for h in written),
+                           tracked=mr.track is not None)
+                records.append(rec)
+        results = [EpisodeResult(e.episode_id, r) for e, r in zip(episodes, _labelled(meter, records, qids))]
+        if mr.track is not None:
+            results[-1].updates = {"state": pack(mr.track)}  # the track with this question's outcome queued
+        return results
+
+    def apply(self, results) -> None:
+        for r in results:
+            if "state" in r.updates:
+                self.track = unpack(r.updates["state"])
+
+
+class EvolutionMethod(_Experience):
+    """ForeDreamer with dual-track evolution (paper 3, C.3) on one or more categories, then top-k evaluation.
+
+    Experience: the procedural store's files, and the evolution's :meth:`Evolution.state` (bank,
+    guide tree, validation records, log, categories, sampler state) of the current category.
+    """
+
+    EXPERIENCE = ("files", "state", "category", "history")
+
+    def __init__(self, name: str, ctx: ForecastContext, run_key: str):
+        self.name, self.ctx, self.run_key = name, ctx, run_key
+        with tempfile.TemporaryDirectory(prefix="seed-store-") as tmp:
+            self.files = _seed_store(Path(tmp), ctx.sandbox)[0].files()
+        self.state: dict | None = None
+        self.category: str | None = None
+        self.history: dict[str, dict] = {}  # category -> its final evolution state (the run's report)
+
+    def snapshot(self) -> dict[str, np.ndarray]:
+        return {"state": pack((self.files, self.state, self.category))}
+
+    def run_episodes(self, snapshot, episodes: Sequence[Episode], llm) -> list[EpisodeResult]:
+        ctx = self.ctx
+        _activate_prompts(ctx)
+        if len(episodes) != 1:
+            raise AssertionError(f"{self.name}: evolution runs one episode per round, got {len(episodes)}")
+        ep = episodes[0]
+        kind, category = ep.payload[0], ep.payload[1]
+        files, state, current = unpack(snapshot["state"])
+        meter = MeteredBackend(llm)
+        with _workspace(ctx, self.run_key, episodes) as ws:
+            store = ProceduralStore.from_files(ws / "procedural", files, ctx.sandbox)
+            runner = _runner(ctx, meter, "foredreamer", ws / "rollouts", store)
+            pool = [ctx.items[q] for q in ctx.pools[category]]
+            if kind == "init" or current != category:
+                evo = Evolution(meter, runner, store, pool, ctx.evolution, ExperienceBank())
+            else:
+                evo = Evolution.restore(meter, runner, store, pool, ctx.evolution, state)
+            record: dict[str, Any] = {"kind": kind, "category": category}
+            qids = [category]
+            if kind == "init":
+                record["validated"] = json.dumps(evo.tree.score)
+            elif kind == "iterate":
+                entries = evo.iteration(ep.payload[2])
+                record.update(iteration=ep.payload[2], log=json.dumps(entries, default=str),
+                              outcome=entries[-1]["outcome"] if entries else "rejected")
+            else:  # eval: one held-out question with the rank-th best validated configuration
+                rank, qid = ep.payload[2], ep.payload[3]
+                qids = [qid]
+                top = evo.top_configurations()
+                record.update(rank=rank, qid=qid, configured=rank < len(top))
+                if rank < len(top):
+                    bank, gid, val = top[rank]
+                    out = runner.rollouts([ctx.items[qid]], store.guides[gid],
+                                          store.tool_paths(store.guides[gid]["tool_names"]), bank)[0]
+                    record.update(ctx.record(out, ctx, self.name), guide=gid, bank_version=bank.version, validation=val)
+            updates = {} if kind == "eval" else {"state": pack((store.files(), evo.state(), category))}
+        record = _labelled(meter, [record], qids)[0]
+        if kind == "eval":
+            record.setdefault("qid", ep.payload[3])
+        return [EpisodeResult(ep.episode_id, record, updates)]
+
+    def apply(self, results) -> None:
+        for r in results:
+            if "state" in r.updates:
+                self.files, self.state, self.category = unpack(r.updates["state"])
+                self.history[self.category] = self.state
+
+    def write_store(self, root: Path) -> ProceduralStore:
+        """The procedural store this run ends with, published under ``root`` (``toe forecast guides`` reads it)."""
+        shutil.rmtree(root, ignore_errors=True)
+        return ProceduralStore.from_files(root, self.files, self.ctx.sandbox)
+
+
+def sequential(name: str, evolve: bool, memory_baselines) -> bool:
+    """Whether the method learns from each episode (then a round holds one episode)."""
+    from engine.forecast.outcome_memory import EXPERIENCE_MODES
+
+    if name == "foredreamer" and evolve:
+        return True
+    return name in EXPERIENCE_MODES and memory_baselines is not None and bool(memory_baselines.experience)
+
+
+def make_method(name: str, evolve: bool, ctx: ForecastContext, run_key: str):
+    """The round-loop method of one forecast run."""
+    if name in MEMORY_MODES:
+        return MemoryBaselineMethod(name, ctx, run_key)
+    if name == "foredreamer" and evolve:
+        return EvolutionMethod(name, ctx, run_key)
+    return RolloutMethod(name, ctx, run_key)

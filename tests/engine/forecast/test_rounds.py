@@ -1,0 +1,145 @@
+"""Forecasting on the round loop: episodes, round sizes, store files in snapshots, resume after a killed driver."""
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from engine.cli import main as toe_main
+from engine.errors import InputError
+from engine.forecast.memtools import ProceduralStore
+from engine.forecast.round_methods import EvolutionMethod, MemoryBaselineMethod, RolloutMethod, pack, unpack
+from engine.forecast.task import ProphetArenaTask
+from engine.runner import RunSpec
+from engine.tasks import RESUME_OVERRIDES, RunOptions
+
+from .conftest import needs_bwrap
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def _toml(pa_folder, tmp_path, **run) -> Path:
+    import tomli_w
+
+    cfg = {"task": "forecast", "data": {"path": str(pa_folder), "n_evo": 2, "categories": ["Economics"]},
+           "run": {"methods": ["foredreamer", "memrl"], "max_questions": 2, "evolve": True, **run},
+           "agent": {"top_k": 1}, "evolution": {"iterations": 6, "top_k": 2, "items_per_example": 1},
+           "memory_baselines": {"top_k": 2}, "llm": {"backend": "simulated"}}
+    path = tmp_path / "pa.toml"
+    path.write_text(tomli_w.dumps(cfg))
+    return path
+
+
+def _records(out: Path) -> list[dict]:
+    rows = pq.read_table(out / "episodes.parquet").to_pylist()
+    return [{k: ("nan" if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items() if k != "llm_latency_s"}
+            for r in rows]
+
+
+def test_episode_streams_and_round_sizes(pa_folder, tmp_path):
+    from engine.config import load_toml
+
+    task = ProphetArenaTask()
+    exp = task.parse(load_toml(_toml(pa_folder, tmp_path)), RunOptions(config_path=tmp_path / "pa.toml",
+                                                                       out=tmp_path / "o"))
+    runs = task.runs(exp)
+    assert runs == [RunSpec("foredreamer", 0, "Economics"), RunSpec("memrl", 0)]  # C.3: a run per category
+    evo = task.episodes(exp, runs[0])
+    # init, one episode per evolution iteration, then (rank, question) evaluations; one episode per round
+    assert [e.payload[0] for e in evo] == ["init"] + ["iterate"] * 6 + ["eval"] * 4
+    assert [e.phase for e in evo] == ["evolve"] * 7 + ["test"] * 4 and task.round_size(exp, runs[0]) == 1
+    mem = task.episodes(exp, runs[1])  # MemRL's experience track: one question per round, in cutoff order
+    cutoffs = [exp.ctx.items[e.payload[1]].cutoff for e in mem]
+    assert cutoffs == sorted(cutoffs) and task.round_size(exp, runs[1]) == 1
+    assert isinstance(task.make_method(exp, runs[1]), MemoryBaselineMethod)
+    plain = RunSpec("full_text", 0)
+    assert isinstance(task.make_method(exp, plain), RolloutMethod)
+    assert task.round_size(exp, plain) == len(task.episodes(exp, plain)) == 2  # no experience: one round
+
+
+@needs_bwrap
+def test_store_files_round_trip_and_bad_names(seeded_store_dir, tmp_path):
+    store = ProceduralStore(seeded_store_dir)
+    files = unpack(pack(store.files()))
+    copy = ProceduralStore.from_files(tmp_path / "copy", files)
+    assert copy.state_fingerprint() == store.state_fingerprint() and copy.guides == store.guides
+    with pytest.raises(InputError, match=r"procedural store file '\.\./evil' is not manifest.json"):
+        ProceduralStore.from_files(tmp_path / "bad", {"../evil": "x"})
+    assert not (tmp_path / "evil").exists()
+
+
+@needs_bwrap
+def test_evolution_method_snapshot_is_the_whole_experience(pa_folder, tmp_path):
+    """An iteration run from a snapshot, applied at the barrier, moves the method's state; eval does not."""
+    from engine.config import load_toml
+    from engine.forecast.simulated import simulated_backend
+
+    task = ProphetArenaTask()
+    exp = task.parse(load_toml(_toml(pa_folder, tmp_path)), RunOptions(config_path=tmp_path / "pa.toml",
+                                                                       out=tmp_path / "o"))
+    run = task.runs(exp)[0]
+    method = task.make_method(exp, run)
+    assert isinstance(method, EvolutionMethod) and method.state is None
+    episodes = task.episodes(exp, run)
+    llm = simulated_backend()
+    for ep in episodes[:2]:  # init, iteration 0
+        snap = method.snapshot()
+        (res,) = method.run_episodes(snap, [ep], llm)
+        assert res.record["backend"] == "simulated" and res.record["llm_calls"] > 0
+        method.apply([res])
+    assert [e["iteration"] for e in method.state["log"]] == [0]
+    before = pickle_state(method)
+    (res,) = method.run_episodes(method.snapshot(), [episodes[-1]], llm)
+    assert res.updates == {} and pickle_state(method) == before
+    with pytest.raises(AssertionError, match="one episode per round"):
+        method.run_episodes(method.snapshot(), episodes[1:3], llm)
+
+
+def pickle_state(method) -> bytes:
+    return bytes(pack((method.files, method.state, method.category)))
+
+
+def test_forecast_resume_overrides_exist():
+    assert RESUME_OVERRIDES["forecast"] == {"run.checkpoint": True}
+    assert RESUME_OVERRIDES["futurex"] == {"run.checkpoint": True}
+
+
+@needs_bwrap
+@pytest.mark.slow
+def test_killed_driver_resumes_to_the_uninterrupted_run(pa_folder, tmp_path, capsys):
+    cfg = _toml(pa_folder, tmp_path)
+    args = ["run", str(cfg), "--no-progress", "--set", "run.checkpoint=true"]
+    assert toe_main(args + ["--out", str(tmp_path / "whole")]) == 0
+    want = _records(tmp_path / "whole")
+    out = tmp_path / "killed"
+    latest = out / "checkpoint" / "foredreamer-seed0-Economics" / "LATEST"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.Popen([sys.executable, "-m", "engine", *args, "--out", str(out)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    deadline = time.time() + 240
+    try:
+        while time.time() < deadline:
+            if latest.is_file() and int(json.loads(latest.read_text())["dir"].split("-")[1]) >= 3:
+                break
+            assert proc.poll() is None, "the driver ended before it was killed"
+            time.sleep(0.05)
+        os.kill(proc.pid, signal.SIGKILL)  # mid-evolution: 11 rounds
+    finally:
+        proc.wait(timeout=30)
+    assert "results:" not in proc.stdout.read() and not (out / "summary.json").exists()
+    done = int(json.loads(latest.read_text())["dir"].split("-")[1])
+    assert 3 <= done < 11
+    capsys.readouterr()
+    assert toe_main(args + ["--out", str(out)]) == 0  # the same command: resumes
+    stats = [json.loads(line) for line in (out / "executor_stats.jsonl").read_text().splitlines()]
+    assert stats[-2]["run_key"] == "foredreamer-seed0-Economics" and stats[-2]["resumed_at_round"] == done
+    assert _records(out) == want
+    got, whole = (json.loads((p / "summary.json").read_text()) for p in (out, tmp_path / "whole"))
+    assert got["methods"] == whole["methods"] and got["meta"]["evolution"] == whole["meta"]["evolution"]
