@@ -1,8 +1,9 @@
 """Baseline experience memories (task-agnostic, text in / text out): Mem0, MemRL, ReMe, FLEX.
 
-* :mod:`engine.baselines.mem0`: the real ``mem0ai`` library, offline (extra ``baselines``);
-* :mod:`engine.baselines.memrl`: MemRL (arXiv 2601.03192), Q-valued episodic memory;
-* :mod:`engine.baselines.reme`: ReMe task memory (success / failure / comparative extraction);
+* :mod:`engine.baselines.mem0`: the real ``mem0ai`` library's own pipeline, offline (extra ``baselines``);
+* :mod:`engine.baselines.memrl`: MemRL (arXiv 2601.03192), re-implemented from MemTensor/MemRL's HLE setup;
+* :mod:`engine.baselines.reme`: ReMe task memory, re-implemented from modelscope/ReMe's flows;
+* :mod:`engine.baselines.simulated`: simulated answers to these prompts (for a simulated task policy);
 * :mod:`engine.baselines.flex`: FLEX experience library with reflections (seed 002).
 
 Each memory has ``snapshot()``, ``reader(snapshot)`` (``retrieve``, ``format``,

@@ -27,6 +27,8 @@ Extraction modes (``extraction`` config key):
 * ``"auto"``: ``"rule"`` when the backend cannot answer a memory's own prompts
   (its capability :func:`engine.llm.base.answers_any_prompt` is False: a
   simulated policy), else ``"llm"``. The backend's name is never read.
+  (The Game-of-24 configuration sets ``"llm"`` for Mem0, MemRL and ReMe: its
+  simulated policy answers their prompts through :mod:`engine.baselines.simulated`.)
 
 A completion that cannot be parsed falls back to the rule for that outcome
 (``source = "rule-fallback"``), so a small model never breaks a run.

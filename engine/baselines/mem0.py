@@ -1,27 +1,41 @@
-"""Mem0 on the REAL ``mem0ai`` library (extra ``baselines``), configured fully offline.
+"""Mem0 on the REAL ``mem0ai`` library (extra ``baselines``): its own pipeline and prompts, offline.
 
 Source: P. Chhikara et al., "Mem0: Building Production-Ready AI Agents with
-Scalable Long-Term Memory", arXiv:2504.19413; library ``mem0ai`` (tested with
-2.2.1, the open-source ``mem0.Memory``).
+Scalable Long-Term Memory", arXiv:2504.19413; library ``mem0ai`` 2.2.1, the
+open-source ``mem0.Memory`` (``mem0/memory/main.py``).
 
 How the library is wired here (no network, no API key, no telemetry):
 
 * ``MEM0_TELEMETRY=False`` (set before mem0 is imported; checked after) and
   ``MEM0_DIR`` pointed at a private temporary folder when unset;
 * vector store: mem0's ``qdrant`` provider on an in-process ``QdrantClient(":memory:")``;
-  history: SQLite ``:memory:``;
-* embedder: the engine's embedder (:mod:`engine.embed`, e.g. hashing or
-  MiniLM), plugged in as mem0's ``embedding_model``;
-* LLM: mem0 calls its LLM synchronously, one request per ``add``, which would
-  break batching and the round contract. So extraction runs in two halves:
-  in ``observe`` (worker side) we build **mem0's own** extraction prompt
-  (``ADDITIVE_EXTRACTION_PROMPT`` + ``generate_additive_extraction_prompt``,
-  with the snapshot's most similar memories as "existing memories") and send
-  it through our batched LLM interface; in ``apply`` we call the library's
-  ``Memory.add(messages, infer=True)`` with a replay LLM that returns that
-  completion, so mem0's own parsing, hash de-duplication, embedding and
-  storage run unchanged. Under the simulated backend the completion is a
-  rule-based ``{"memory": [{"text": ...}]}`` (``source = "rule"``).
+  history (and the session's recent messages): SQLite ``:memory:``;
+* the engine's embedder and LLM are plugged in through the library's provider
+  interfaces: :class:`EngineEmbedder` is a ``mem0.embeddings.base.EmbeddingBase``,
+  :class:`EngineLLM` a ``mem0.llms.base.LLMBase`` with the library's own
+  ``BaseLlmConfig`` (its defaults: temperature 0.1, top_p 0.1, max_tokens 2,000).
+* ``Memory.add`` calls its LLM synchronously, one request per add; the engine
+  batches a round's requests and writes at the round barrier. So ``add`` runs
+  twice per episode, both times the library's own code:
+
+  1. in ``observe`` (worker side) on a scratch ``Memory`` loaded with the
+     snapshot (memories with their payloads, and the session's last messages):
+     ``add`` builds its messages itself (``ADDITIVE_EXTRACTION_PROMPT`` +
+     ``AGENT_CONTEXT_SUFFIX``; existing memories, the last 10 session messages and
+     the new messages) and calls ``EngineLLM.generate_response(messages,
+     response_format={"type": "json_object"})``, which records the call and stops
+     it (nothing is written). The recorded calls of the round go to the engine's
+     LLM as ONE batch, with the library's ``max_tokens``/``temperature``/``top_p`` and
+     JSON mode as a ``mem0_extraction`` JSON-schema constraint (the output format
+     the library's prompt specifies);
+  2. in ``apply``, on the live store, ``add`` runs again and its LLM call is
+     answered with that completion, so mem0's parsing, MD5-hash de-duplication,
+     embedding, storage and session history run unchanged.
+
+  Within one round every episode's prompt is built from the round-start snapshot
+  (the round contract of engine/rounds.py); an add in apply that would have built
+  a different prompt (an earlier episode of the same round changed the store) is
+  counted in ``Mem0Memory.stale_prompts``.
 * retrieval reads the snapshot (memory ids, texts and vectors exported from
   the library with ``get_all``): cosine top candidates, then mem0's own
   ``score_and_rank`` with its default ``threshold`` 0.1 and ``top_k``. With no
@@ -35,6 +49,7 @@ is no longer what the library runs. We use what the library does.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -52,9 +67,9 @@ from engine.baselines.common import (
     cosine_scores,
     derive_seed,
     first_text,
-    observe_with,
     one_line,
     parse_json,
+    resolve_extraction,
     str_array,
     texts_of,
     top_k,
@@ -62,19 +77,37 @@ from engine.baselines.common import (
 from engine.config import check
 from engine.errors import BackendError, InputError, MissingExtraError, StoreError
 from engine.llm.base import LLMBackend, Request
+from engine.llm.structured import Constraint
+
+# JSON mode: the output format ADDITIVE_EXTRACTION_PROMPT specifies ("# OUTPUT FORMAT"), as a strict schema
+# (every field required; linked_memory_ids may be []). mem0 itself sends response_format={"type": "json_object"}.
+MEM0_EXTRACTION = Constraint(
+    "mem0_extraction",
+    schema_json=json.dumps({
+        "type": "object",
+        "properties": {"memory": {"type": "array", "items": {
+            "type": "object",
+            "properties": {"id": {"type": "string"}, "text": {"type": "string"}, "attributed_to": {"type": "string"},
+                           "linked_memory_ids": {"type": "array", "items": {"type": "string"}}},
+            "required": ["id", "text", "attributed_to", "linked_memory_ids"], "additionalProperties": False}}},
+        "required": ["memory"], "additionalProperties": False,
+    }, sort_keys=True),
+)
+SESSION_LIMIT = 10  # Memory._add_to_vector_store: db.get_last_messages(session_scope, limit=10)
 
 
 @dataclass(frozen=True)
 class Mem0Config:
-    """Mem0 parameters: search ``top_k``/``threshold`` (library defaults 0.1), extraction settings."""
+    """Mem0 parameters: search ``top_k``/``threshold`` (library default 0.1) and the library's LLM settings."""
 
     top_k: int = 5
     threshold: float = 0.1  # mem0 Memory.search default
-    existing_k: int = 10  # existing memories shown to the extraction prompt (mem0 uses 10)
+    existing_k: int = 10  # existing memories in the extraction prompt (the library's top_k=10; forecast's own prompt)
     agent_id: str = "toe-baseline"
     extraction: str = "auto"  # "auto" | "llm" | "rule"
-    max_tokens: int = 512
-    temperature: float = 0.0
+    max_tokens: int = 2000  # mem0 BaseLlmConfig defaults, what the library's own providers send
+    temperature: float = 0.1
+    top_p: float = 0.1
 
     def __post_init__(self):
         check(self.top_k >= 1, f"mem0.top_k must be >= 1, got {self.top_k}")
@@ -84,6 +117,7 @@ class Mem0Config:
         check(self.extraction in ("auto", "llm", "rule"), f"mem0.extraction must be auto, llm or rule, got {self.extraction!r}")
         check(self.max_tokens >= 1, f"mem0.max_tokens must be >= 1, got {self.max_tokens}")
         check(0.0 <= self.temperature <= 5.0, f"mem0.temperature must be in [0, 5], got {self.temperature}")
+        check(0.0 < self.top_p <= 1.0, f"mem0.top_p must be in (0, 1], got {self.top_p}")
 
 
 _IMPORT_LOCK = threading.Lock()
@@ -112,31 +146,115 @@ def import_mem0():
         return mem0
 
 
-class EmbedderAdapter:
-    """The engine's embedder behind mem0's ``EmbeddingBase`` methods (``embed``, ``embed_batch``)."""
-
-    def __init__(self, embedder):
-        self.embedder = embedder
-
-    def embed(self, text, memory_action=None):
-        return self.embedder.embed([str(text)])[0].tolist()
-
-    def embed_batch(self, texts, memory_action="add"):
-        return [v.tolist() for v in self.embedder.embed([str(t) for t in texts])]
+class _Captured(Exception):
+    """Raised by :class:`EngineLLM` in capture mode to stop ``Memory.add`` at its LLM call."""
 
 
-class ReplayLLM:
-    """mem0's ``LLMBase.generate_response``, answered from completions made earlier through our LLM interface."""
+def _provider_classes():
+    """``EngineEmbedder`` and ``EngineLLM``: the engine's embedder and LLM as mem0 providers (built once)."""
+    global _PROVIDERS
+    if _PROVIDERS is not None:
+        return _PROVIDERS
+    import_mem0()
+    from mem0.embeddings.base import EmbeddingBase
+    from mem0.llms.base import LLMBase
 
-    def __init__(self):
-        self.queue: list[str] = []
-        self.calls = 0
+    class EngineEmbedder(EmbeddingBase):
+        """The engine's embedder behind mem0's ``EmbeddingBase`` (``embed``, ``embed_batch``)."""
 
-    def generate_response(self, messages, response_format=None, tools=None, tool_choice="auto", **kwargs):
-        if not self.queue:
-            raise BackendError("mem0 asked its LLM for more completions than observe() prepared")
-        self.calls += 1
-        return self.queue.pop(0)
+        def __init__(self, embedder, config=None):
+            super().__init__(config)
+            self.embedder = embedder
+
+        def embed(self, text, memory_action=None):
+            return self.embedder.embed([str(text)])[0].tolist()
+
+        def embed_batch(self, texts, memory_action="add"):
+            return [v.tolist() for v in self.embedder.embed([str(t) for t in texts])]
+
+    class EngineLLM(LLMBase):
+        """mem0's ``LLMBase`` over the engine's batched interface.
+
+        ``capture`` mode records the library's call (messages, response_format) and stops ``add`` there;
+        ``replay`` mode answers with the completion the engine's LLM gave for it (observe, one batch).
+        """
+
+        def __init__(self, config):
+            super().__init__(config)
+            self.mode = "replay"
+            self.captured: list[tuple[list[dict], dict | None]] = []
+            self.queue: list[str] = []
+            self.expected: list[str] = []
+            self.stale = 0
+
+        def generate_response(self, messages, response_format=None, tools=None, tool_choice="auto", **kwargs):
+            if self.mode == "capture":
+                self.captured.append(([dict(m) for m in messages], response_format))
+                raise _Captured()
+            if not self.queue:
+                raise BackendError("mem0 asked its LLM for more completions than observe() prepared")
+            want = self.expected.pop(0) if self.expected else None
+            if want is not None and want != prompt_digest(messages):
+                self.stale += 1
+            return self.queue.pop(0)
+
+    _PROVIDERS = (EngineEmbedder, EngineLLM)
+    return _PROVIDERS
+
+
+_PROVIDERS = None
+
+
+def prompt_digest(messages) -> str:
+    """A digest of mem0's messages without its date lines (which change with the calendar day)."""
+    text = "\x1f".join(f"{m.get('role')}:{m.get('content')}" for m in messages)
+    text = "\n".join(line for line in text.split("\n") if not line.startswith("20") or len(line) != 10)
+    return hashlib.blake2b(text.encode(), digest_size=12).hexdigest()
+
+
+def llm_config(cfg: Mem0Config):
+    from mem0.configs.llms.base import BaseLlmConfig
+
+    return BaseLlmConfig(model="toe-engine", temperature=cfg.temperature, max_tokens=cfg.max_tokens, top_p=cfg.top_p)
+
+
+def build_memory(embedder, cfg: Mem0Config):
+    """A fresh offline ``mem0.Memory`` with the engine's embedder and LLM as its providers."""
+    import_mem0()
+    from mem0 import Memory
+    from mem0.configs.base import MemoryConfig
+    from qdrant_client import QdrantClient
+
+    EngineEmbedder, EngineLLM = _provider_classes()
+    mc = MemoryConfig(
+        vector_store={"provider": "qdrant", "config": {"collection_name": "toe_mem0", "embedding_model_dims": int(embedder.dim),
+                                                        "client": QdrantClient(":memory:")}},
+        # Placeholders: mem0 builds these clients at init without network; both are replaced below.
+        llm={"provider": "openai", "config": {"api_key": "offline", "model": "replay"}},
+        embedder={"provider": "openai", "config": {"api_key": "offline", "embedding_dims": int(embedder.dim)}},
+        history_db_path=":memory:",
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        memory = Memory(mc)
+    memory.embedding_model = EngineEmbedder(embedder)
+    memory.llm = EngineLLM(llm_config(cfg))
+    return memory
+
+
+def session_scope(agent_id: str) -> str:
+    from mem0.memory.main import _build_session_scope
+
+    return _build_session_scope({"agent_id": agent_id})
+
+
+def load_records(memory, embedder, payloads: Sequence[dict], ids: Sequence[str], session: Sequence[tuple[str, str]], scope: str):
+    """Put stored memories (with their payloads) and the session's messages into a fresh ``Memory``."""
+    if payloads:
+        vecs = embedder.embed([p["data"] for p in payloads])
+        memory.vector_store.insert(vectors=[v.tolist() for v in vecs], payloads=[dict(p) for p in payloads], ids=list(ids))
+    for role, content in session:  # one at a time: created_at increases, so get_last_messages keeps the order
+        memory.db.save_messages([{"role": role, "content": content}], scope)
 
 
 def conversation(outcome: Outcome) -> list[dict]:
@@ -151,11 +269,12 @@ def conversation(outcome: Outcome) -> list[dict]:
 
 
 def rule_extraction(outcome: Outcome) -> str:
-    """Rule-based completion in mem0's output format (simulated backend)."""
+    """Rule-based completion in mem0's output format (no LLM)."""
     attempt = (outcome.successes or list(outcome.attempts) or [None])[0]
     text = one_line(attempt.text) if attempt is not None else "(no attempt)"
     verdict = "solved it" if outcome.success else "did not solve it"
-    return json.dumps({"memory": [{"text": f"For the task {outcome.task}, the approach '{text}' {verdict}."}]})
+    return json.dumps({"memory": [{"id": "0", "text": f"For the task {outcome.task}, the approach '{text}' {verdict}.",
+                                   "attributed_to": "assistant", "linked_memory_ids": []}]})
 
 
 def valid_extraction(text: str) -> bool:
@@ -174,51 +293,26 @@ class Mem0Memory:
         self.embedder = embedder
         self._int_ids: dict[str, int] = {}
         self.version = 0
-        self.memory = self._build()
-
-    def _build(self):
-        import_mem0()
-        from mem0 import Memory
-        from mem0.configs.base import MemoryConfig
-        from qdrant_client import QdrantClient
-
-        cfg = MemoryConfig(
-            vector_store={
-                "provider": "qdrant",
-                "config": {
-                    "collection_name": "toe_mem0",
-                    "embedding_model_dims": int(self.embedder.dim),
-                    "client": QdrantClient(":memory:"),
-                },
-            },
-            # Placeholders: mem0 builds these clients at init without network; both are replaced below.
-            llm={"provider": "openai", "config": {"api_key": "offline", "model": "replay"}},
-            embedder={"provider": "openai", "config": {"api_key": "offline", "embedding_dims": int(self.embedder.dim)}},
-            history_db_path=":memory:",
-        )
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            memory = Memory(cfg)
-        memory.embedding_model = EmbedderAdapter(self.embedder)
-        memory.llm = ReplayLLM()
-        return memory
+        self.stale_prompts = 0
+        self.memory = build_memory(self.embedder, self.config)
 
     def __getstate__(self):
         """Pickle (checkpoints, Ray): the library's live objects are replaced by the stored records."""
         state = dict(self.__dict__)
         state["memory"] = None
-        state["_records"] = self._records() if self.memory is not None else state.get("_records")
+        if self.memory is not None:
+            state["_records"] = self._records()
+            state["_session"] = self._session()
         return state
 
     def __setstate__(self, state):
         records = state.pop("_records", None)
+        session = state.pop("_session", [])
         self.__dict__.update(state)
         if records is not None:
-            self.memory = self._build()
-            if records:
-                ids, payloads = zip(*records)
-                vecs = self.embedder.embed([p["data"] for p in payloads])
-                self.memory.vector_store.insert(vectors=[v.tolist() for v in vecs], payloads=list(payloads), ids=list(ids))
+            self.memory = build_memory(self.embedder, self.config)
+            ids, payloads = (zip(*records) if records else ((), ()))
+            load_records(self.memory, self.embedder, list(payloads), list(ids), session, session_scope(self.config.agent_id))
 
     def _records(self) -> list[tuple[str, dict]]:
         """``(mem0 id, payload)`` of every stored memory, as mem0's vector store holds them."""
@@ -226,6 +320,11 @@ class Mem0Memory:
 
         listed = self.memory.vector_store.list(filters={"agent_id": self.config.agent_id}, top_k=1 << 30)
         return sorted(((str(r.id), dict(r.payload)) for r in _vector_store_list_rows(listed)), key=lambda rec: rec[0])
+
+    def _session(self) -> list[tuple[str, str]]:
+        """The session's last messages, oldest first, as ``add`` reads them."""
+        rows = self._live().db.get_last_messages(session_scope(self.config.agent_id), limit=SESSION_LIMIT)
+        return [(str(r["role"]), str(r["content"])) for r in rows]
 
     def _live(self):
         if self.memory is None:
@@ -241,13 +340,18 @@ class Mem0Memory:
 
     def snapshot(self) -> dict[str, np.ndarray]:
         items = self.all_memories()
+        payloads = dict(self._records())
         texts = [r["memory"] for r in items]
         vecs = self.embedder.embed(texts) if texts else np.zeros((0, self.embedder.dim), np.float32)
+        session = self._session()
         return {
             "id": np.array([self._int_ids[r["id"]] for r in items], dtype=np.int64),
             "mem0_id": str_array(r["id"] for r in items),
             "memory": str_array(texts),
+            "payload": str_array(json.dumps(payloads[r["id"]], sort_keys=True) for r in items),
             "embedding": vecs,
+            "session_role": str_array(r for r, _ in session),
+            "session_content": str_array(c for _, c in session),
             "version": np.array([self.version], dtype=np.int64),
         }
 
@@ -255,7 +359,7 @@ class Mem0Memory:
         return Mem0Reader(self.config, self.embedder, snapshot)
 
     def apply(self, updates: Sequence[Mapping[str, np.ndarray]]) -> None:
-        """``Memory.add(messages, infer=True)`` per episode, in order, replaying its prepared completion."""
+        """``Memory.add(messages, infer=True)`` per episode, in order, its LLM call answered with the prepared completion."""
         memory = self._live()
         for u in updates:
             if not u:
@@ -264,9 +368,13 @@ class Mem0Memory:
             completion = texts_of(u["completion"])
             if len(roles) != len(contents) or len(completion) != 1:
                 raise InputError(f"mem0 update needs equal role/content lists and one completion, got {len(roles)}, {len(contents)}, {len(completion)}")
+            memory.llm.mode = "replay"
             memory.llm.queue = list(completion)
+            memory.llm.expected = texts_of(u.get("digest"))
+            before = memory.llm.stale
             result = memory.add([{"role": r, "content": c} for r, c in zip(roles, contents)], agent_id=self.config.agent_id, infer=True)
-            memory.llm.queue = []
+            self.stale_prompts += memory.llm.stale - before
+            memory.llm.queue, memory.llm.expected = [], []
             for item in result.get("results", []):  # int ids in the deterministic order mem0 reports additions
                 self._int_ids.setdefault(str(item["id"]), len(self._int_ids))
         self.version += 1
@@ -279,7 +387,7 @@ class Mem0Memory:
 
 
 class Mem0Reader:
-    """Read-only mem0 retrieval over a snapshot, ranked by mem0's own ``score_and_rank``."""
+    """Read-only mem0 retrieval over a snapshot (mem0's ``score_and_rank``) and extraction prompts (mem0's ``add``)."""
 
     def __init__(self, config: Mem0Config, embedder, snapshot: Mapping[str, np.ndarray]):
         missing = [k for k in ("id", "mem0_id", "memory", "embedding") if k not in snapshot]
@@ -293,6 +401,12 @@ class Mem0Reader:
         self.embedding = np.asarray(snapshot["embedding"], dtype=np.float32)
         if self.embedding.shape != (len(self.memory), embedder.dim):
             raise InputError(f"snapshot embedding must have shape ({len(self.memory)}, {embedder.dim}), got {self.embedding.shape}")
+        if "payload" in snapshot:
+            self.payloads = [json.loads(p) for p in texts_of(snapshot["payload"])]
+        else:  # a snapshot of texts only (an array store): the payload fields add() reads
+            self.payloads = [{"data": t, "hash": hashlib.md5(t.encode()).hexdigest(), "agent_id": config.agent_id} for t in self.memory]
+        self.session = list(zip(texts_of(snapshot.get("session_role")), texts_of(snapshot.get("session_content"))))
+        self._scratch = None
 
     def _candidates(self, scores: np.ndarray, k: int) -> list[int]:
         return [int(r) for r in top_k(scores.astype(np.float64), k)]
@@ -322,33 +436,48 @@ class Mem0Reader:
             return ""
         return "\n".join(f"- {h.text}" for h in hits)
 
+    def _scratch_memory(self):
+        """A ``mem0.Memory`` holding exactly the snapshot (memories with payloads, session messages)."""
+        if self._scratch is None:
+            self._scratch = build_memory(self.embedder, self.config)
+            load_records(self._scratch, self.embedder, self.payloads, self.mem0_id, self.session, session_scope(self.config.agent_id))
+        return self._scratch
+
+    def library_messages(self, outcome: Outcome) -> tuple[list[dict], dict | None]:
+        """The messages and response_format mem0's own ``add`` sends its LLM for ``outcome`` (nothing is written)."""
+        from mem0.exceptions import LLMError
+
+        scratch = self._scratch_memory()
+        scratch.llm.mode, scratch.llm.captured = "capture", []
+        log = logging.getLogger("mem0.memory.main")
+        level, log.level = log.level, logging.CRITICAL  # the stop is ours: mem0 would log it as a failed extraction
+        try:
+            scratch.add(conversation(outcome), agent_id=self.config.agent_id, infer=True)
+        except (LLMError, _Captured):
+            pass
+        finally:
+            scratch.llm.mode = "replay"
+            log.setLevel(level)
+        if len(scratch.llm.captured) != 1:
+            raise BackendError(f"mem0's add() made {len(scratch.llm.captured)} LLM calls for one episode; expected 1")
+        return scratch.llm.captured[0]
+
     def requests(self, outcomes: Sequence[Outcome], mode: str) -> list[list[Request]]:
         if mode == "rule":
             return [[] for _ in outcomes]
-        import_mem0()
-        from mem0.configs.prompts import ADDITIVE_EXTRACTION_PROMPT, AGENT_CONTEXT_SUFFIX, generate_additive_extraction_prompt
-        from mem0.memory.utils import parse_messages
-
         cfg = self.config
-        parsed = [parse_messages(conversation(o)) for o in outcomes]
-        existing = [[] for _ in outcomes]
-        if self.memory and cfg.existing_k:
-            sims = cosine_scores(self.embedding, self.embedder.embed(parsed))
-            existing = [[{"id": str(i), "text": self.memory[r]} for i, r in enumerate(self._candidates(s, cfg.existing_k))] for s in sims]
         out = []
-        for o, p, ex in zip(outcomes, parsed, existing):
-            user = generate_additive_extraction_prompt(existing_memories=ex, new_messages=p, last_k_messages=[])
-            messages = (
-                {"role": "system", "content": ADDITIVE_EXTRACTION_PROMPT + AGENT_CONTEXT_SUFFIX},
-                {"role": "user", "content": user},
-            )
-            out.append([Request(messages=messages, max_tokens=cfg.max_tokens, temperature=cfg.temperature,
-                                seed=derive_seed(o.seed, "mem0", "extract"), episode=o.key)])
+        for o in outcomes:
+            messages, fmt = self.library_messages(o)
+            json_mode = isinstance(fmt, dict) and fmt.get("type") in ("json_object", "json_schema")
+            out.append([Request(messages=tuple(messages), max_tokens=cfg.max_tokens, temperature=cfg.temperature, top_p=cfg.top_p,
+                                seed=derive_seed(o.seed, "mem0", "extract"), episode=o.key,
+                                constraint=MEM0_EXTRACTION if json_mode else None)])
         return out
 
-    def updates(self, outcomes: Sequence[Outcome], completions, mode: str) -> list[dict]:
+    def updates(self, outcomes: Sequence[Outcome], completions, mode: str, digests: Sequence[str] = ()) -> list[dict]:
         out = []
-        for o, comps in zip(outcomes, completions):
+        for j, (o, comps) in enumerate(zip(outcomes, completions)):
             text, source = "", "rule"
             if mode == "llm":
                 text = first_text(comps[0]) if comps else ""
@@ -358,23 +487,34 @@ class Mem0Reader:
             if not text:
                 text = rule_extraction(o)
             msgs = conversation(o)
-            out.append(
-                {
-                    "role": str_array(m["role"] for m in msgs),
-                    "content": str_array(m["content"] for m in msgs),
-                    "completion": str_array([text]),
-                    "source": str_array([source]),
-                    "retrieved": np.asarray(o.retrieved, dtype=np.int64),
-                }
-            )
+            u = {
+                "role": str_array(m["role"] for m in msgs),
+                "content": str_array(m["content"] for m in msgs),
+                "completion": str_array([text]),
+                "source": str_array([source]),
+                "retrieved": np.asarray(o.retrieved, dtype=np.int64),
+            }
+            if j < len(digests):
+                u["digest"] = str_array([digests[j]])
+            out.append(u)
         return out
 
     def observe(self, outcomes: Sequence[Outcome], llm: LLMBackend) -> list[dict]:
+        """mem0's own extraction requests for every outcome, as ONE batch; updates for ``apply``."""
+        mode = resolve_extraction(self.config.extraction, llm)
+        per = self.requests(outcomes, mode)
+        flat = [r for rs in per for r in rs]
         try:
-            return observe_with(self, outcomes, llm, self.config.extraction)
+            responses = llm.generate(flat) if flat else []
         except BackendError as exc:
             raise BackendError(
                 f"mem0's extraction prompt (its ~34,000-character system prompt) was rejected by backend "
                 f"{getattr(llm, 'name', '?')!r}: {exc}. With a small-context model set [mem0] extraction = \"rule\" "
                 f"or give the model a larger context (llm.context)"
             ) from exc
+        completions, at = [], 0
+        for rs in per:
+            completions.append([responses[at + i].texts for i in range(len(rs))])
+            at += len(rs)
+        digests = [prompt_digest(rs[0].messages) for rs in per] if mode == "llm" else []
+        return self.updates(outcomes, completions, mode, digests)

@@ -101,7 +101,7 @@ def _evidence_memory(kind: str, scope: str, cfg: MemoryBaselinesConfig, embedder
     if kind == "reme":
         from engine.baselines.reme import ReMeConfig, ReMeMemory
 
-        return ReMeMemory(ReMeConfig(recall_k=max(10, 2 * cfg.top_k), top_k=cfg.top_k, extraction=cfg.extraction),
+        return ReMeMemory(ReMeConfig(recall_k=max(10, 2 * cfg.top_k), top_k=cfg.top_k, retrieval="dense", extraction=cfg.extraction),
                           embedder=embedder)
     from engine.baselines.flex import FlexConfig, FlexMemory
 

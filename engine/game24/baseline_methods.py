@@ -9,7 +9,9 @@ into ToT through :mod:`engine.game24.hooks`:
 * **retrieve**: at PHASE_PROPOSE, the memory is queried with the episode's
   task text (the puzzle, ``"4 9 10 13"``; with ``per_step = true`` the current
   state instead) and the formatted memories fill the experience slot of the
-  propose and answer prompts. Per-episode retrieval happens once and is reused
+  propose and answer prompts. A memory whose retrieval calls the LLM (ReMe's
+  rerank and rewrite) gets the LLM and the episode's key and seed, so those
+  calls count for the episode. Per-episode retrieval happens once and is reused
   for every frontier node of that episode; the ids are reported on the
   episode's first query only, so ``retrieved`` lists each memory once. At
   PHASE_VALUE nothing is retrieved (value prompts stay exactly ToT's), and no
@@ -116,10 +118,18 @@ class BaselineReader:
         return q.state if self.adapter.per_step else puzzle_text(q.puzzle)
 
     def retrieve(self, queries: Sequence[StepQuery], llm: LLMBackend) -> list[Retrieval]:
-        wanted = [self._task(q) for q in queries if q.phase == PHASE_PROPOSE]
-        todo = list(dict.fromkeys(t for t in wanted if t not in self._cache))
+        first: dict[str, StepQuery] = {}
+        for q in queries:
+            if q.phase == PHASE_PROPOSE:
+                first.setdefault(self._task(q), q)
+        todo = [t for t in first if t not in self._cache]
         if todo:
-            for task, hits in zip(todo, self.memory_reader.retrieve(todo)):
+            if getattr(self.memory_reader, "retrieves_with_llm", False):  # ReMe: LLM rerank + rewrite, counted per episode
+                found = self.memory_reader.retrieve(todo, llm=llm, episodes=[first[t].episode_key for t in todo],
+                                                    seeds=[first[t].seed for t in todo])
+            else:
+                found = self.memory_reader.retrieve(todo)
+            for task, hits in zip(todo, found):
                 self._cache[task] = hits
         out = []
         for q in queries:

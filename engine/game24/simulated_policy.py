@@ -303,7 +303,10 @@ class Game24Policy(SimulatedPolicy):
             return self._value_last_step(prompt, rng)
         if kind == "answer":
             return self._answer(bare, rng, experience, _rng(prompt, seed, index, b"experience\x1f"))
-        return "I can only play the Game of 24."
+        from engine.baselines.simulated import reply  # the baselines' own prompts (mem0, MemRL, ReMe): simulated answers
+
+        answer = reply(prompt)
+        return answer if answer is not None else "I can only play the Game of 24."
 
     # -- propose --------------------------------------------------------------
     def _propose(self, prompt: str, rng: random.Random, experience: str = "", exp_rng: random.Random | None = None) -> str:

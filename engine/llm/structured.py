@@ -36,7 +36,7 @@ from typing import Any, Sequence
 
 # Prompt kinds that declare an answer shape. Game-of-24 lines are declared here (regex and GBNF) for the
 # backends; the ToT prompts attach them where the search builds its requests.
-KINDS = ("prophet_forecast", "game24_value", "game24_step", "game24_answer")
+KINDS = ("prophet_forecast", "game24_value", "game24_step", "game24_answer", "mem0_extraction")
 
 
 @dataclass(frozen=True)

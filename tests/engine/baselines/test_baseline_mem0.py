@@ -74,23 +74,41 @@ def test_mem0_deduplicates_a_repeated_memory(filled):
     assert len(mem.snapshot()["id"]) == before
 
 
-def test_llm_extraction_uses_mem0_prompt_and_is_replayed(hashing, scripted):
-    from mem0.configs.prompts import ADDITIVE_EXTRACTION_PROMPT
+def test_llm_extraction_is_the_library_own_call_and_is_replayed(hashing, scripted):
+    from mem0.configs.prompts import ADDITIVE_EXTRACTION_PROMPT, AGENT_CONTEXT_SUFFIX
 
+    from engine.baselines.mem0 import MEM0_EXTRACTION
 
-    llm = scripted(lambda r: json.dumps({"memory": [{"text": "Pair 6 with 4 to multiply to 24"}]})
+    llm = scripted(lambda r: json.dumps({"memory": [{"id": "0", "text": "Pair 6 with 4 to multiply to 24", "attributed_to": "assistant"}]})
                    if "4 9 10 13" in r.messages[1]["content"] else "not json")
     mem = Mem0Memory(Mem0Config(extraction="llm"), embedder=hashing)
     ups = mem.reader(mem.snapshot()).observe([outcome("4 9 10 13", ("x", True), key="5"), outcome("2 2 2 2", ("y", False), key="6")], llm)
     (batch,) = llm.batches
     assert [r.episode for r in batch] == ["5", "6"]
-    assert batch[0].messages[0]["content"].startswith(ADDITIVE_EXTRACTION_PROMPT)
+    r = batch[0]
+    assert r.messages[0] == {"role": "system", "content": ADDITIVE_EXTRACTION_PROMPT + AGENT_CONTEXT_SUFFIX}  # agent-scoped
+    assert "## New Messages\nuser: Task: 4 9 10 13\nassistant: x\nResult: solved\n" in r.messages[1]["content"]
+    assert (r.max_tokens, r.temperature, r.top_p) == (2000, 0.1, 0.1)  # mem0 BaseLlmConfig defaults
+    assert r.constraint == MEM0_EXTRACTION  # the library asked for response_format json_object
     assert [u["source"].tolist() for u in ups] == [["llm"], ["rule-fallback"]]
     mem.apply(ups)
     texts = mem.snapshot()["memory"].tolist()
     assert texts[0] == "Pair 6 with 4 to multiply to 24"
     assert texts[1].startswith("For the task 2 2 2 2")
-    assert mem.memory.llm.calls == 2 and mem.memory.llm.queue == []
+    assert mem.memory.llm.queue == [] and mem.stale_prompts == 1  # episode 6's prompt was built before episode 5 wrote
+
+
+def test_next_round_prompt_holds_the_session_messages_and_existing_memories(hashing, scripted):
+    llm = scripted(lambda r: json.dumps({"memory": [{"id": "0", "text": "a fact about " + r.episode, "attributed_to": "assistant"}]}))
+    mem = Mem0Memory(Mem0Config(extraction="llm"), embedder=hashing)
+    mem.apply(mem.reader(mem.snapshot()).observe([outcome("4 9 10 13", ("x", True), key="a")], llm))
+    mem.apply(mem.reader(mem.snapshot()).observe([outcome("4 9 10 12", ("y", False), key="b")], llm))
+    user = llm.batches[1][0].messages[1]["content"]
+    last_k = user.split("## Last k Messages\n", 1)[1].split("\n\n## ", 1)[0]
+    assert last_k == "user: Task: 4 9 10 13\nassistant: x\nResult: solved\n"  # mem0's session history (last 10)
+    existing = user.split("## Existing Memories\n", 1)[1].split("\n\n## ", 1)[0]
+    assert json.loads(existing) == [{"id": "0", "text": "a fact about a"}]
+    assert mem.stale_prompts == 0 and len(mem.snapshot()["memory"]) == 2
 
 
 def test_pickled_copy_rebuilds_the_same_store(filled):

@@ -172,7 +172,8 @@ def test_memrl_outcome_updates_q_of_used_experience(questions):
     table = r.track.memory.table
     assert len(table) == len(r.track.applied) >= 2  # one memory per resolved, applied outcome
     assert set(table.data["source"].tolist()) == {"rule"}  # simulated backend: rule-based proceduralization
-    expected = dict.fromkeys(table.id.tolist(), 0.0)
+    # MemRL (HLE runner): a new memory starts at Q 1 if its episode succeeded, else 0
+    expected = {i: (1.0 if s else 0.0) for i, s in zip(table.id.tolist(), table.data["success"].tolist())}
     for key, _ in r.track.applied:  # independent replay of MemRL's Q <- (1 - a) Q + a r, in resolution order
         qid = key.split(":", 1)[1]
         ep = eps[qid]
@@ -315,6 +316,7 @@ def test_llm_outcome_extraction_is_one_batch_per_release(kind, tmp_path):
     r = _runner(kind, qs, llm=llm)
     r.rollouts(qs)
     assert r.batches == [["a", "b"], ["c"]]
-    assert llm.batches == [[f"{kind}:a", f"{kind}:b"]]  # the request's episode is the outcome's key
+    # the request's episode is the outcome's key; ReMe validates what it extracted in a second batch
+    assert llm.batches == [[f"{kind}:a", f"{kind}:b"]] * (2 if kind == "reme" else 1)
     assert [k for k, _ in r.track.applied] == [f"{kind}:a", f"{kind}:b"]
     assert set(r.track.memory.table.data["source"].tolist()) == {"llm"}

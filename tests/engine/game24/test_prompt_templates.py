@@ -74,8 +74,8 @@ def test_a_user_template_changes_the_prompts_a_run_sends(tmp_path, capsys):
     head = templates.load("game24").sources["propose"].split("{%")[0]  # the shipped text before the placeholders
     proposes = [p for p in sent2 if p.startswith(P.PROPOSE_MARK)]
     assert proposes and all(p.startswith(head) for p in proposes)
-    assert any(p.startswith("MY SUCCESS PROMPT for ") for p in sent2)
-    assert not any(p.startswith("MY SUCCESS PROMPT") for p in sent)
+    assert any("MY SUCCESS PROMPT for " in p for p in sent2)  # ReMe's prompts are chat messages (stored as JSON)
+    assert not any("MY SUCCESS PROMPT" in p for p in sent)
     meta = json.loads((out / "summary.json").read_text())["meta"]
     assert meta["prompts"]["game24"] == {"file": str(user), "custom": ["value"]}
     assert meta["prompts"]["baselines"]["custom"] == ["reme_success"]
