@@ -46,10 +46,10 @@ from engine.forecast.futurex_config import EXAMPLE, load_futurex_config, load_me
 from engine.forecast.futurex_corpus import FutureXCorpus, load_futurex_documents
 from engine.forecast.futurex_metrics import AccuracyRow, accuracy_row, format_accuracy_table, reference_rows
 from engine.forecast.futurex_tasks import EXAMPLE_DOCS, EXAMPLE_ITEMS, futurex_split, is_correct, load_futurex_tasks
-from engine.forecast.round_methods import ForecastContext, make_method
+from engine.forecast.round_methods import ForecastContext
 from engine.forecast.search import SearchProvider, SearchResult
-from engine.forecast.task import (NAMES, answered, by_question, evolution_episodes, evolution_extras,
-                                  question_episodes, round_size, run_folder, tag_of, usage_total, worker_path,
+from engine.forecast.task import (NAMES, ForecastTask, answered, by_question, evolution_episodes,
+                                  question_episodes, run_folder, tag_of, usage_total, worker_path,
                                   worker_prompts)
 from engine.forecast.validation_metric import ValidationMetric
 from engine.rounds import Episode
@@ -196,7 +196,7 @@ class FutureXRun:
     ctx: ForecastContext | None = None
 
 
-class FutureXTask:
+class FutureXTask(ForecastTask):
     name = "futurex"
 
     def parse(self, config, options) -> FutureXRun:
@@ -239,32 +239,12 @@ class FutureXTask:
     def runs(self, exp) -> list[RunSpec]:
         return [RunSpec(m, exp.seed) for m in exp.cfg.run.methods]
 
-    def _evolves(self, exp, run: RunSpec) -> bool:
-        return run.method == "foredreamer" and exp.cfg.run.evolve
-
-    def make_method(self, exp, run: RunSpec):
-        return make_method(run.method, exp.cfg.run.evolve, exp.ctx, run.key)
-
     def episodes(self, exp, run: RunSpec) -> list[Episode]:
         if self._evolves(exp, run):
             if not exp.evaluated:
                 return []
             return evolution_episodes([""], {"": [t.qid for t in exp.evaluated]}, exp.cfg.evolution, run.seed)
         return question_episodes(exp.evaluated, run, exp.ctx)
-
-    def round_size(self, exp, run: RunSpec) -> int:
-        return round_size(run, exp.cfg.run.evolve, exp.ctx, len(self.episodes(exp, run)))
-
-    def llm_factory(self, exp, run: RunSpec):
-        from engine.forecast.run_support import ForecastLLM
-
-        return ForecastLLM(exp.config.get("llm"))
-
-    def checkpoint(self, exp) -> bool:
-        return exp.cfg.run.checkpoint
-
-    def after_run(self, exp, run, method, results, out: Path) -> dict:
-        return evolution_extras(method, run, out)
 
     def summarize(self, exp, records: list[dict], extras: dict) -> Summary:
         rel = exp.cfg.data.numeric_rel_tol

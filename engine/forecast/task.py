@@ -136,7 +136,31 @@ class ProphetArenaRun:
     items: dict = field(default_factory=dict)
 
 
-class ProphetArenaTask:
+class ForecastTask:
+    """What the forecasting tasks (Prophet Arena, FutureX) share: their methods, rounds, LLM and checkpoints."""
+
+    def _evolves(self, exp, run: RunSpec) -> bool:
+        return run.method == "foredreamer" and exp.cfg.run.evolve
+
+    def make_method(self, exp, run: RunSpec):
+        return make_method(run.method, exp.cfg.run.evolve, exp.ctx, run.key)
+
+    def round_size(self, exp, run: RunSpec) -> int:
+        return round_size(run, exp.cfg.run.evolve, exp.ctx, len(self.episodes(exp, run)))
+
+    def llm_factory(self, exp, run: RunSpec):
+        from engine.forecast.run_support import ForecastLLM
+
+        return ForecastLLM(exp.config.get("llm"))
+
+    def checkpoint(self, exp) -> bool:
+        return exp.cfg.run.checkpoint
+
+    def after_run(self, exp, run, method, results, out: Path) -> dict:
+        return evolution_extras(method, run, out)
+
+
+class ProphetArenaTask(ForecastTask):
     name = "forecast"
 
     def parse(self, config, options) -> ProphetArenaRun:
@@ -206,32 +230,12 @@ class ProphetArenaTask:
                 out.append(RunSpec(m, exp.seed))
         return out
 
-    def _evolves(self, exp, run: RunSpec) -> bool:
-        return run.method == "foredreamer" and exp.cfg.run.evolve
-
-    def make_method(self, exp, run: RunSpec):
-        return make_method(run.method, exp.cfg.run.evolve, exp.ctx, run.key)
-
     def episodes(self, exp, run: RunSpec) -> list[Episode]:
         if self._evolves(exp, run):
             return evolution_episodes([run.part] if run.part else self._evolved_categories(exp),
                                       {c: [q.qid for q in v] for c, v in exp.eval_by_category.items()},
                                       exp.cfg.evolution, run.seed)
         return question_episodes(exp.evaluated, run, exp.ctx)
-
-    def round_size(self, exp, run: RunSpec) -> int:
-        return round_size(run, exp.cfg.run.evolve, exp.ctx, len(self.episodes(exp, run)))
-
-    def llm_factory(self, exp, run: RunSpec):
-        from engine.forecast.run_support import ForecastLLM
-
-        return ForecastLLM(exp.config.get("llm"))
-
-    def checkpoint(self, exp) -> bool:
-        return exp.cfg.run.checkpoint
-
-    def after_run(self, exp, run, method, results, out: Path) -> dict:
-        return evolution_extras(method, run, out)
 
     # -- summary and tables ----------------------------------------------------------------------
     def summarize(self, exp, records: list[dict], extras: dict) -> Summary:
