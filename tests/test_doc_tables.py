@@ -21,13 +21,19 @@ def test_quoted_tables_match_the_committed_summaries():
     assert stale == [], f"run .venv/bin/python scripts/doc_tables.py; stale: {stale}"
 
 
-def test_a_changed_figure_makes_its_tables_stale(tmp_path):
+def _copied_docs(tmp_path):
+    """The table script, with every document that holds a table and every committed summary copied to tmp_path."""
     dt = _script()
     for doc in {d for d, _, _ in dt.TABLES.values()}:
         (tmp_path / doc).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / doc, tmp_path / doc)
     results = tmp_path / "results"
     shutil.copytree(ROOT / "docs" / "results", results)
+    return dt, results
+
+
+def test_a_changed_figure_makes_its_tables_stale(tmp_path):
+    dt, results = _copied_docs(tmp_path)
     path = results / "game24" / "summary.json"
     s = json.loads(path.read_text())
     s["methods"][0]["acc_any"] += 0.01
@@ -41,12 +47,7 @@ def test_a_changed_figure_makes_its_tables_stale(tmp_path):
 
 
 def test_a_changed_prophet_reference_figure_makes_its_tables_stale(tmp_path):
-    dt = _script()
-    for doc in {d for d, _, _ in dt.TABLES.values()}:
-        (tmp_path / doc).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(ROOT / doc, tmp_path / doc)
-    results = tmp_path / "results"
-    shutil.copytree(ROOT / "docs" / "results", results)
+    dt, results = _copied_docs(tmp_path)
     path = results / "prophet-arena" / "summary.json"
     s = json.loads(path.read_text())
     market = next(r for r in s["meta"]["reference_all"] if r["method"] == "Market")
