@@ -35,7 +35,8 @@ def _state(method) -> dict:
         return {"q": method.store.reliability.copy(), "hit": method.store.hit, "active": method.store.active.copy(),
                 "status": method.store.ledger.column("status").copy(), "route": method.route.copy()}
     if hasattr(method, "ledger"):
-        return {"status": method.ledger.column("status").copy(), "memories": np.array([len(method.memory.snapshot()["id"])])}
+        return {"status": method.ledger.column("status").copy(),
+                **{f"memory.{k}": np.asarray(v).copy() for k, v in method.memory.snapshot().items()}}
     return {k: v for k, v in vars(method).items() if isinstance(v, np.ndarray)}
 
 
