@@ -13,7 +13,8 @@ openai        ``llm.structured_format = "response_format"`` (default): ``respons
 local         the embedded llama.cpp server: ``json_schema`` / ``grammar`` in the request
 vllm          ``SamplingParams(structured_outputs=StructuredOutputsParams(json=... | regex=...))``, or
               ``guided_decoding=GuidedDecodingParams(...)`` on vLLM versions before structured outputs
-simulated     nothing to do: the simulated policies write the format by construction
+simulated     ignored: the policies write their task's format, with the format noise each policy models
+              (the Game-of-24 policy's stray lines show up as unusable lines, as an unconstrained model's would)
 replay        the constraint is part of the trace key: a recorded constrained answer replays only for
               the same constraint
 ============  =====================================================================================
