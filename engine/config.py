@@ -188,3 +188,17 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:
             raise ConfigError(f"{where} must be a string, got {value!r}")
         return value
     return value
+
+
+def load_named(spec: str, what: str, shape: str = "module:attr"):
+    """The object a ``"module:attr"`` string names (imports the module); ConfigError naming ``what``
+    when the string is malformed or the module or attribute cannot be loaded."""
+    import importlib
+
+    module, sep, attr = spec.partition(":") if isinstance(spec, str) else ("", "", "")
+    if not sep or not module or not attr:
+        raise ConfigError(f"{what} must look like {shape!r}, got {spec!r}")
+    try:
+        return getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigError(f"{what} {spec!r} cannot be loaded: {exc}") from exc

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from engine.config import to_dict
+from engine.config import load_named, to_dict
 from engine.errors import ConfigError
 from engine.forecast import prompts
 from engine.forecast.agent import MEMORY_MODES, ForecastAgent
@@ -134,15 +134,7 @@ def _resolve(value: str, key: str, example: Path) -> Path:
 def load_search_provider(spec: str) -> SearchProvider:
     """``"package.module:factory"`` -> ``factory()``, which must return an object with
     ``search(query, cutoff, k) -> list[SearchResult]`` (a web-search API adapter reads its key from the environment)."""
-    import importlib
-
-    module, sep, name = spec.partition(":")
-    if not sep or not module or not name:
-        raise ConfigError(f"data.search_provider must look like 'package.module:factory', got {spec!r}")
-    try:
-        factory = getattr(importlib.import_module(module), name)
-    except (ImportError, AttributeError) as exc:
-        raise ConfigError(f"data.search_provider {spec!r} cannot be loaded: {exc}") from exc
+    factory = load_named(spec, "data.search_provider", "package.module:factory")
     provider = factory()
     if not callable(getattr(provider, "search", None)):
         raise ConfigError(f"data.search_provider {spec!r} returned {type(provider).__name__}, which has no "

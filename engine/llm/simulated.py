@@ -31,11 +31,11 @@ methods never read the backend's name.
 
 from __future__ import annotations
 
-import importlib
 import itertools
 import time
 from typing import Any, Callable, Sequence
 
+from engine.config import load_named
 from engine.errors import ConfigError
 from engine.llm.base import Completion, Request, Response
 from engine.llm.tokens import TOKEN_PATTERN, count_prompt_tokens, count_tokens
@@ -147,13 +147,7 @@ def load_policy(policy: Any, llm_cfg: Any) -> SimulatedPolicy:
 
 def resolve_policy(spec: str) -> Callable[[Any], SimulatedPolicy]:
     """The callable a ``"module:attr"`` policy string names (imports the module; builds nothing)."""
-    module, sep, attr = spec.partition(":")
-    if not sep or not module or not attr:
-        raise ConfigError(f"a simulated policy is named 'module:attr', got {spec!r}")
-    try:
-        factory = getattr(importlib.import_module(module), attr)
-    except (ImportError, AttributeError) as exc:
-        raise ConfigError(f"simulated policy {spec!r} cannot be loaded: {exc}") from exc
+    factory = load_named(spec, "a simulated policy")
     if not callable(factory):
         raise ConfigError(f"simulated policy {spec!r} names a {type(factory).__name__}, not a callable")
     return factory
