@@ -32,6 +32,18 @@ class DataConfig:
               "data.news and data.prices must name files when data.source = 'files'")
 
 
+def _check_date(key: str, value: str) -> None:
+    if not value:
+        return
+    import numpy as np
+
+    try:
+        ok = str(np.datetime64(value, "D")) == value
+    except ValueError:
+        ok = False
+    check(ok, f"{key} must be an ISO date YYYY-MM-DD, got {value!r}")
+
+
 @dataclass(frozen=True)
 class ProtocolConfig:
     """Shared by every method (the paper's fairness controls)."""
@@ -39,9 +51,19 @@ class ProtocolConfig:
     horizons: tuple[int, ...] = (10, 20, 40)
     window: int = 4  # news from T - window to T
     min_importance: float = 8.0
-    max_news: int = 8  # most important items per industry and day in the prompt
+    max_news: int = 0  # 0 = every retained item (the paper: no cap); else the most important per industry and day
     max_days: int = 0  # 0 = every evaluated day; else the first max_days (smoke runs)
     checkpoint: bool = False  # each day's state under OUT/checkpoint: a killed run resumes when rerun
+    # Evaluation dates (ISO "YYYY-MM-DD"; "" = automatic). The paper records the Overall start and end
+    # and the Exploitation start in its evaluation config; default Exploitation start: the day after the
+    # first third of the evaluated trading days (d_{floor(T/3)+1}).
+    start: str = ""
+    end: str = ""
+    exploitation_start: str = ""
+    # Pre-test span: historical tasks every memory method initializes its experience from (the paper's
+    # fairness controls); "" = none. It must end before the evaluation starts.
+    pretest_start: str = ""
+    pretest_end: str = ""
 
     def __post_init__(self):
         check(len(self.horizons) > 0 and all(h >= 1 for h in self.horizons),
@@ -49,8 +71,19 @@ class ProtocolConfig:
         check(len(set(self.horizons)) == len(self.horizons), f"protocol.horizons must be distinct, got {list(self.horizons)}")
         check(self.window >= 0, f"protocol.window must be >= 0, got {self.window}")
         check(0 <= self.min_importance <= 10, f"protocol.min_importance must be in [0, 10], got {self.min_importance}")
-        check(self.max_news >= 1, f"protocol.max_news must be >= 1, got {self.max_news}")
+        check(self.max_news >= 0, f"protocol.max_news must be >= 0 (0 = no cap), got {self.max_news}")
         check(self.max_days >= 0, f"protocol.max_days must be >= 0, got {self.max_days}")
+        for key in ("start", "end", "exploitation_start", "pretest_start", "pretest_end"):
+            _check_date(f"protocol.{key}", getattr(self, key))
+        check(bool(self.pretest_start) == bool(self.pretest_end),
+              f"protocol.pretest_start and protocol.pretest_end must be given together, got "
+              f"{self.pretest_start!r} and {self.pretest_end!r}")
+        for a, b in (("start", "end"), ("pretest_start", "pretest_end"), ("start", "exploitation_start"),
+                     ("exploitation_start", "end"), ("pretest_end", "start")):
+            x, y = getattr(self, a), getattr(self, b)
+            strict = a == "pretest_end"
+            check(not (x and y) or (x < y if strict else x <= y),
+                  f"protocol.{a} ({x}) must be {'before' if strict else 'on or before'} protocol.{b} ({y})")
 
 
 @dataclass(frozen=True)
@@ -58,14 +91,18 @@ class ToEConfig:
     """ToE hyperparameters for FinEvolveBench (paper appendix)."""
 
     depth: int = 3  # industry > factor > analysis direction
-    k1: int = 8  # candidates kept by embedding similarity before the LLM reranker
-    lam: float = 0.8  # leaf-level cosine threshold (near-duplicate siblings -> merger)
+    k1: int = 8  # first level: the k1 directions under the prefix most similar to the news
+    lam: float = 0.8  # leaf level: a candidate whose cosine with the news is below lam is not retrieved
+    merge_threshold: float = 0.8  # cosine at which a new node and its closest older sibling go to the merger
     q0: float = 1.0
     eta: float = 10.0
     q_min: float = 0.0
     q_max: float = 2.0
     max_new: int = 1  # new directions per expansion (the paper: at most one)
     merge: bool = True
+    merge_factors: bool = True  # a newly routed factor close to a known one goes to the factor merger
+    init: Literal["cluster", "empty"] = "cluster"  # the tree at the end of the pre-test span (see toe.py)
+    init_tree: str = ""  # a path CSV (Table A1 layout) to start from instead
     factors: tuple[str, ...] = (
         "Macroeconomy", "Policy planning", "Company fundamentals", "Supply and capacity",
         "Geopolitics", "Market sentiment", "Regulation",
@@ -75,6 +112,9 @@ class ToEConfig:
         check(self.depth == 3, f"toe.depth must be 3 (industry, factor, analysis direction), got {self.depth}")
         check(self.k1 >= 1, f"toe.k1 must be >= 1, got {self.k1}")
         check(-1.0 <= self.lam <= 1.0, f"toe.lam must be a cosine in [-1, 1], got {self.lam}")
+        check(-1.0 <= self.merge_threshold <= 1.0,
+              f"toe.merge_threshold must be a cosine in [-1, 1], got {self.merge_threshold}")
+        check(self.init in ("cluster", "empty"), f"toe.init must be 'cluster' or 'empty', got {self.init!r}")
         check(self.q0 > 0, f"toe.q0 must be > 0, got {self.q0}")
         check(self.eta > 0, f"toe.eta must be > 0, got {self.eta}")
         check(0 <= self.q_min <= self.q0 <= self.q_max,
@@ -91,6 +131,8 @@ class MemoryConfig:
     mem0_top_k: int = 3
     memrl_select_k: int = 3
     mem0_store: Literal["arrays", "library"] = "arrays"  # see engine/finance/memories.py
+    # MemRL's own Q update takes r = +1 / -1 (success = a_t * o_{t+h} > 0); true feeds it the graded r itself
+    memrl_graded_reward: bool = False
 
     def __post_init__(self):
         check(self.max_memories >= 1, f"memory.max_memories must be >= 1, got {self.max_memories}")

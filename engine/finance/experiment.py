@@ -27,11 +27,14 @@ every output.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from engine.errors import ConfigError
 from engine.finance.config import FinanceConfig
 from engine.finance.data import Market, load_market
+from engine.finance.metrics import cold_start_split
 from engine.finance.synthetic import eval_days, generate_market
 
 
@@ -41,14 +44,74 @@ def build_market(cfg: FinanceConfig) -> Market:
     return load_market(cfg.data.news, cfg.data.prices, cfg.protocol.horizons)
 
 
-def evaluation_days(market: Market, cfg: FinanceConfig) -> np.ndarray:
-    days = eval_days(market)
+@dataclass(frozen=True)
+class DayPlan:
+    """The trading days a run walks: ``days i8[P + T]`` = the pre-test span's P days, then the T evaluated ones.
+
+    ``exploitation`` indexes the evaluated days: the first Exploitation day
+    (ToE appendix: the first ``floor(T/3)`` evaluated days are Cold-Start).
+    """
+
+    days: np.ndarray
+    n_pretest: int
+    exploitation: int
+
+    @property
+    def evaluated(self) -> np.ndarray:
+        return self.days[self.n_pretest:]
+
+
+def _on_or_after(dates: np.ndarray, day: str) -> int:
+    return int(np.searchsorted(dates, np.datetime64(day, "D"), side="left"))
+
+
+def _on_or_before(dates: np.ndarray, day: str) -> int:
+    return int(np.searchsorted(dates, np.datetime64(day, "D"), side="right"))
+
+
+def day_plan(market: Market, cfg: FinanceConfig) -> DayPlan:
+    """Pre-test, evaluated and Exploitation days from ``[protocol]`` (dates inclusive; "" = automatic).
+
+    Candidates are the days with the news window filled and every horizon's
+    return known; ``protocol.max_days`` keeps the first evaluated days (smoke runs).
+    """
+    pr = cfg.protocol
+    cand = eval_days(market)
+    dates = market.dates[cand].astype("datetime64[D]")
+    lo = _on_or_after(dates, pr.start) if pr.start else 0
+    hi = _on_or_before(dates, pr.end) if pr.end else cand.size
+    pre = np.zeros(0, np.int64)
+    if pr.pretest_start:
+        a, b = _on_or_after(dates, pr.pretest_start), _on_or_before(dates, pr.pretest_end)
+        pre = cand[a:b]
+        if pre.size == 0:
+            raise ConfigError(f"protocol.pretest_start..pretest_end ({pr.pretest_start}..{pr.pretest_end}) holds no "
+                              f"evaluable trading day; the stream's are {dates[0]}..{dates[-1]}")
+        if not pr.start:  # evaluation starts after the pre-test span
+            lo = max(lo, b)
+    days = cand[lo:hi]
     if cfg.protocol.max_days:
         days = days[: cfg.protocol.max_days]
     if days.size < 3:
-        raise ConfigError(f"the stream has {days.size} evaluable trading days; need at least 3 "
-                          f"(days with every horizon's return known)")
-    return days
+        raise ConfigError(f"the stream has {days.size} evaluable trading days in the evaluation span "
+                          f"({pr.start or 'first'}..{pr.end or 'last'}); need at least 3 "
+                          f"(days with every horizon's return known; the stream's are {dates[0]}..{dates[-1]})")
+    if pre.size and pre[-1] >= days[0]:
+        raise ConfigError(f"the pre-test span must end before the first evaluated day "
+                          f"{market.dates[days[0]]}, got protocol.pretest_end = {pr.pretest_end}")
+    if pr.exploitation_start:
+        ex = _on_or_after(market.dates[days].astype("datetime64[D]"), pr.exploitation_start)
+        if not 0 < ex < days.size:
+            raise ConfigError(f"protocol.exploitation_start ({pr.exploitation_start}) must fall after the first and "
+                              f"on or before the last evaluated day ({market.dates[days[0]]}..{market.dates[days[-1]]})")
+    else:
+        ex = cold_start_split(days.size)
+    return DayPlan(np.concatenate([pre, days]).astype(np.int64), int(pre.size), int(ex))
+
+
+def evaluation_days(market: Market, cfg: FinanceConfig) -> np.ndarray:
+    """The evaluated trading days (without the pre-test span)."""
+    return day_plan(market, cfg).evaluated
 
 
 def make_llm(llm_table, cfg: FinanceConfig, seed: int):
@@ -72,7 +135,12 @@ class FinanceLLMFactory:
         return make_llm(self.llm_table, self.cfg, self.seed)
 
 
-def build_method(name: str, ctx, days, cfg: FinanceConfig, n_channels: int):
+# methods that keep experience: they walk the pre-test span too (the paper's fairness controls: "the same
+# pre-test historical tasks for experience initialization"); the others start at the evaluation
+EXPERIENCE_METHODS = ("Pipe+Mem0", "Pipe+MemRL", "Pipe+ToE", "Pipe+ToE (LLM update)")
+
+
+def build_method(name: str, ctx, days, cfg: FinanceConfig, n_channels: int, n_pretest: int = 0):
     from engine.finance.methods import Baseline, Pipe, PipeMemory
     from engine.finance.toe import PipeToE
 
@@ -85,7 +153,7 @@ def build_method(name: str, ctx, days, cfg: FinanceConfig, n_channels: int):
     if name == "Pipe+MemRL":
         return PipeMemory(ctx, days, "memrl", cfg.memory)
     if name == "Pipe+ToE":
-        return PipeToE(ctx, days, cfg.toe, "formula", n_channels)
+        return PipeToE(ctx, days, cfg.toe, "formula", n_channels, n_pretest)
     if name == "Pipe+ToE (LLM update)":
-        return PipeToE(ctx, days, cfg.toe, "llm", n_channels)
+        return PipeToE(ctx, days, cfg.toe, "llm", n_channels, n_pretest)
     raise ConfigError(f"unknown method {name!r}")

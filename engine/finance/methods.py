@@ -50,18 +50,7 @@ class StreamContext:
         self.seed = int(seed)
         self.embedder = embedder
         self.horizons = tuple(market.horizons)
-        nw = market.news
-        retained: dict[tuple[int, int], list[int]] = defaultdict(list)
-        keep = np.flatnonzero(nw.importance >= protocol.min_importance)
-        for k in keep.tolist():
-            d0 = int(nw.day[k])
-            for i in nw.industries[k]:
-                for d in range(d0, min(market.n_days, d0 + protocol.window + 1)):
-                    retained[(i, d)].append(k)
-        self._retained = {}
-        for key, ks in retained.items():
-            ks = sorted(ks, key=lambda k: (-nw.importance[k], -nw.day[k], k))[: protocol.max_news]
-            self._retained[key] = sorted(ks, key=lambda k: (nw.day[k], k))
+        self._retained, self.dropped = retained_news(market, protocol)
 
     def retained(self, industry: int, day: int) -> list[int]:
         """News indices for ``industry`` on ``day``: published in [day - window, day], importance >= threshold."""
@@ -84,6 +73,35 @@ class StreamContext:
     def news_text(self, k: int) -> str:
         nw = self.market.news
         return f"{nw.title[k]}. {nw.content[k]}"
+
+
+def retained_news(market: Market, protocol: ProtocolConfig) -> tuple[dict, dict]:
+    """``(retained, dropped)``: news indices per (industry, day) published in [day - window, day] with
+    importance >= the threshold, in publication order; with ``protocol.max_news`` > 0 only the most
+    important ``max_news`` are kept and ``dropped[(industry, day)]`` counts the pairs left out."""
+    nw = market.news
+    found: dict[tuple[int, int], list[int]] = defaultdict(list)
+    keep = np.flatnonzero(nw.importance >= protocol.min_importance)
+    for k in keep.tolist():
+        d0 = int(nw.day[k])
+        for i in nw.industries[k]:
+            for d in range(d0, min(market.n_days, d0 + protocol.window + 1)):
+                found[(i, d)].append(k)
+    retained, dropped = {}, {}
+    for key, ks in found.items():
+        if protocol.max_news and len(ks) > protocol.max_news:
+            dropped[key] = len(ks) - protocol.max_news
+            ks = sorted(ks, key=lambda k: (-nw.importance[k], -nw.day[k], k))[: protocol.max_news]
+        retained[key] = sorted(ks, key=lambda k: (nw.day[k], k))
+    return retained, dropped
+
+
+def feedback(actions, outcomes) -> np.ndarray:
+    """The feedback every memory method learns from: ``r = a_t * o_{t+h}`` per horizon (ToE eq. (7)).
+
+    ``actions``: predicted sentiment per horizon; ``outcomes``: the realised excess return at that
+    horizon. The store's ledger applies the same product (``FeedbackLedger.prepare``)."""
+    return np.asarray(actions, dtype=np.float64) * np.asarray(outcomes, dtype=np.float64)
 
 
 def stream_episodes(days: Sequence[int], n_industries: int, seed: int) -> list[Episode]:
@@ -278,14 +296,17 @@ class PipeMemory(FinanceMethod):
 
     Retrieval runs per retained news item (query = its text); the union of hits
     (at most ``memory.max_memories``) goes into the shared prediction prompt.
-    Each prediction (industry, day) is one trajectory, deferred in a
-    :class:`~engine.store.FeedbackLedger` (one entry per memory shown, or one
-    with memory id -1 when none was) until its shortest horizon's return is
-    known. It then becomes an :class:`~engine.baselines.common.Outcome` (task =
-    industry, date, horizon and news titles; attempt = predicted sentiment and
-    realised excess return; success = same sign; reward +1/-1) that the memory
+    Each prediction (industry, day) is deferred in a
+    :class:`~engine.store.FeedbackLedger` per horizon (one entry per memory
+    shown, or one with memory id -1 when none was), due when that horizon's
+    return is known, as Pipe+ToE's entries are. Each (prediction, horizon) then
+    becomes an :class:`~engine.baselines.common.Outcome` (task = industry, date,
+    horizon and news titles; attempt = predicted sentiment and realised excess
+    return) with the shared feedback ``r = a_t * o_{t+h}`` (:func:`feedback`,
+    ToE eq. (7)) as its reward and ``r > 0`` as its success, which the memory
     observes (the extraction prompt) and applies (one new memory; MemRL's Q
-    update of the memories it used).
+    update of the memories it used: by MemRL's design with r = +1 / -1 from
+    the success, or the graded r with ``memory.memrl_graded_reward``).
 
     Round semantics: the outcomes due on day ``t+1`` are observed by the
     episodes of day ``t`` (each industry's own; the observation only reads the
@@ -313,13 +334,12 @@ class PipeMemory(FinanceMethod):
         elif kind == "memrl":
             from engine.baselines.memrl import MemRLConfig, MemRLMemory
 
-            self.memory = MemRLMemory(MemRLConfig(select_k=cfg.memrl_select_k,
-                                                  recall_k=max(5, cfg.memrl_select_k)), embedder=ctx.embedder)
+            self.memory = MemRLMemory(MemRLConfig(select_k=cfg.memrl_select_k, recall_k=max(5, cfg.memrl_select_k),
+                                                  use_outcome_reward=cfg.memrl_graded_reward), embedder=ctx.embedder)
             self.name = "Pipe+MemRL"
         else:
             raise ValueError(f"kind must be 'mem0' or 'memrl', got {kind!r}")
         self.ledger = FeedbackLedger()
-        self.hcol = int(np.argmin(ctx.horizons))
 
     def snapshot(self):
         snap = {f"mem_{k}": v for k, v in self.memory.snapshot().items()}
@@ -338,22 +358,23 @@ class PipeMemory(FinanceMethod):
         n = ctx.market.n_industries
         ep, eid, due = snapshot["ledger_episode"], snapshot["ledger_eid"], snapshot["ledger_due"]
         rows = np.flatnonzero((snapshot["ledger_status"] == 0) & (due <= nxt) & (ep % n == industry))
+        hz = snapshot["ledger_horizon"]
         outcomes, entries, rewards = [], [], []
-        for e in dict.fromkeys(ep[rows].tolist()):
-            mine = rows[ep[rows] == e]
+        for e, hc in dict.fromkeys(zip(ep[rows].tolist(), hz[rows].tolist())):  # one outcome per (prediction, horizon)
+            mine = rows[(ep[rows] == e) & (hz[rows] == hc)]
             j0, i = divmod(int(e), n)
             d0 = int(self.days[j0])
-            h = ctx.horizons[self.hcol]
+            h = ctx.horizons[hc]
             sentiment = float(snapshot["ledger_action"][mine[0]])
-            realised = float(ctx.market.alpha[i, d0, self.hcol])
-            r = sentiment * realised  # r_env = a_t * o_{t+h}, ToE eq. (7)
+            realised = float(ctx.market.alpha[i, d0, hc])
+            r = float(feedback(sentiment, realised))
             titles = " | ".join(f'"{nw.title[k]}"' for k in ctx.retained(i, d0))
             task = f"On {ctx.date(d0)}, {ctx.market.industries[i]}, {h}-day horizon, news: {titles}"
             attempt = (f"predicted {h}d sentiment {sentiment:+.2f}; "
                        f"realised {h}d excess return {realised * 100:+.2f}%")
             ok = r > 0
             outcomes.append(Outcome(key=f"{self.name}:{d0}:{i}:{h}", seed=ctx.seed, task=task,
-                                    attempts=(Attempt(attempt, ok),), success=ok, reward=1.0 if ok else -1.0,
+                                    attempts=(Attempt(attempt, ok),), success=ok, reward=r,
                                     retrieved=tuple(int(x) for x in eid[mine] if x >= 0)))
             entries.extend(mine.tolist())
             rewards.extend([r] * mine.size)
@@ -407,13 +428,14 @@ class PipeMemory(FinanceMethod):
             self.ledger.mark_applied(entries, np.asarray(u["observed_reward"], dtype=np.float64))
             self.memory.apply(obs)
         s = r.record["s"]
-        if np.isfinite(s[self.hcol]):  # one trajectory per prediction, keyed by its episode
+        if np.isfinite(s[0]):  # one entry per (memory shown, horizon), due when the horizon's return is known
             shown = np.asarray(u["shown"], dtype=np.int64)
             eids = shown if shown.size else np.array([-1], dtype=np.int64)
             day = int(self.days[r.record["day"]])
-            n = eids.size
-            self._defer.append((np.full(n, r.episode_id), eids, np.full(n, self.hcol),
-                                np.full(n, day + self.ctx.horizons[self.hcol]), np.full(n, float(s[self.hcol]))))
+            H, n = len(self.ctx.horizons), eids.size
+            self._defer.append((np.full(n * H, r.episode_id), np.tile(eids, H), np.repeat(np.arange(H), n),
+                                np.repeat(day + np.asarray(self.ctx.horizons, np.int64), n),
+                                np.repeat(np.asarray(s, np.float64), n)))
 
     def _add_entries(self, episodes, eids, horizons, due, actions) -> None:
         self.ledger.add(episodes, eids, horizons, due, actions)

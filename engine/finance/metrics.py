@@ -79,10 +79,12 @@ def ts_ic(s: np.ndarray, alpha: np.ndarray, min_obs: int = 3) -> np.ndarray:
     return _nanmean(ts_ic_series(s, alpha, min_obs))
 
 
-def period_ics(s: np.ndarray, alpha: np.ndarray, min_obs: int = 3) -> dict[str, dict[str, np.ndarray]]:
-    """tsIC and csIC per horizon over ``Overall`` (all T days) and ``Exploitation`` (days after the first third)."""
+def period_ics(s: np.ndarray, alpha: np.ndarray, min_obs: int = 3,
+               split: int | None = None) -> dict[str, dict[str, np.ndarray]]:
+    """tsIC and csIC per horizon over ``Overall`` (all T days) and ``Exploitation`` (days ``split..``;
+    default: after the first third)."""
     s, alpha = _check(s, alpha)
-    split = cold_start_split(s.shape[1])
+    split = cold_start_split(s.shape[1]) if split is None else int(split)
     out = {}
     for period, sl in (("Overall", slice(0, None)), ("Exploitation", slice(split, None))):
         out[period] = {"tsIC": ts_ic(s[:, sl], alpha[:, sl], min_obs), "csIC": cs_ic(s[:, sl], alpha[:, sl], min_obs)}

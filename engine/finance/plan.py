@@ -17,20 +17,26 @@ def checkpoint_folder(options) -> Path:
 
 
 def plan(config: Mapping[str, Any], options) -> dict[str, Any]:
-    from engine.finance.experiment import build_market, evaluation_days
+    from engine.finance.experiment import EXPERIENCE_METHODS, build_market, day_plan
     from engine.finance.simulated import MODEL_NAME
     from engine.llm.config import load_llm_config
 
     cfg = load_finance_config(config)
     check_executor(cfg, options)
     market = build_market(cfg)
-    days = evaluation_days(market, cfg)  # the synthetic generator is cheap; files are read and checked
+    dp = day_plan(market, cfg)  # the synthetic generator is cheap; files are read and checked
+    days = dp.evaluated
+    n_exp = sum(m in EXPERIENCE_METHODS for m in cfg.methods)
     llm = load_llm_config(config.get("llm"))
     return {
         "methods": list(cfg.methods), "seeds": list(cfg.seeds),
         "episodes": {"data": cfg.data.source, "trading days": int(days.size),
-                     "method-days in all": int(days.size) * len(cfg.methods) * len(cfg.seeds),
-                     "rounds per run": int(days.size), "episodes per round": int(market.n_industries)},
+                     "evaluated": f"{market.dates[days[0]]}..{market.dates[days[-1]]}",
+                     "exploitation from": str(market.dates[days[dp.exploitation]]),
+                     "pre-test days": dp.n_pretest,
+                     "method-days in all": (int(days.size) * len(cfg.methods) + dp.n_pretest * n_exp) * len(cfg.seeds),
+                     "rounds per run": int(days.size) + (dp.n_pretest if n_exp else 0),
+                     "episodes per round": int(market.n_industries)},
         "model": MODEL_NAME if llm.backend == "simulated" else llm.model,
         "checkpoint": str(checkpoint_folder(options)) if cfg.protocol.checkpoint else None,
     }

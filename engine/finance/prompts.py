@@ -8,7 +8,8 @@ chatter around it are ignored), clamp numbers to their ranges and return
 
 Kinds: ROUTE (news -> factor for an industry, the cached routing prefix),
 RERANK (select analysis directions, or propose at most one new one), MERGE
-(near-duplicate sibling directions), PREDICT (the shared prediction prompt,
+(near-duplicate sibling directions), MERGE FACTOR (a newly routed factor and a
+known one of the industry), PREDICT (the shared prediction prompt,
 with or without experience), SENTIMENT (Baseline's per-news {-1, 0, 1}),
 UPDATE (the LLM-based reliability updater, ToE eq. (10)).
 
@@ -36,6 +37,7 @@ PLACEHOLDERS: dict[str, set[str]] = {
     "route": {"industry", "factors", "title", "content"},
     "rerank": {"industry", "factor", "title", "content", "candidates"},
     "merge": {"industry", "factor", "existing", "new"},
+    "merge_factor": {"industry", "existing", "new"},
     "predict": {"industry", "date", "horizons", "news", "experiences", "memories", "sentiment_example"},
     "sentiment": {"industry", "title", "content"},
     "update": {"industry", "date", "horizon", "prediction", "realised", "r_env", "experiences"},
@@ -59,6 +61,10 @@ def rerank_prompt(industry: str, factor: str, title: str, content: str,
 
 def merge_prompt(industry: str, factor: str, existing: str, new: str) -> str:
     return _render("merge", industry=industry, factor=factor, existing=existing, new=new)
+
+
+def merge_factor_prompt(industry: str, existing: str, new: str) -> str:
+    return _render("merge_factor", industry=industry, existing=existing, new=new)
 
 
 @dataclass(frozen=True)

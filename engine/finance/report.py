@@ -50,6 +50,14 @@ def markdown_tables(rows: list[dict], meta: dict) -> str:
         for m, strat in zip(ab, ("formula-based", "LLM-based")):
             r = get[(m, h20, "Overall")]
             lines.append(f"| {strat}{tag} | {_fmt(r['tsIC'])} | {_fmt(r['csIC'])} |")
+    rel = relative_improvement(recs)
+    if rel:
+        lines += ["", f"### Relative tsIC improvement over Pipe, mean over settings ({label})", "",
+                  "| Method | Exploitation | Overall | All settings |", "|---|---|---|---|"]
+        for m, v in rel.items():
+            lines.append(f"| {m}{tag} | " + " | ".join(_pct(v[k]) for k in ("Exploitation", "Overall", "all")) + " |")
+        lines += ["", "<sub>Per setting (horizon x period): (tsIC - tsIC of Pipe) / |tsIC of Pipe|, then the mean "
+                  "(the paper's aggregate over its settings, Section \"Performance on FinEvolveBench\").</sub>"]
     rt = meta.get("reliability_truth") or {}
     if rt:
         lines += ["", f"### Final reliability vs. generator ground truth (Spearman; {label})", "",
@@ -62,8 +70,63 @@ def markdown_tables(rows: list[dict], meta: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def plot_tsic(preds: dict, alpha: np.ndarray, horizons, path: Path, label: str, window: int = 60) -> None:
-    """Trailing-window tsIC over the stream, one panel per horizon, one line per method (mean over seeds)."""
+def _pct(x) -> str:
+    return "n/a" if x is None else f"{100 * x:+.2f}%"
+
+
+def relative_improvement(rows: list[dict], reference: str = "Pipe") -> dict[str, dict]:
+    """Each method's relative tsIC improvement over ``reference`` (ToE "Performance on FinEvolveBench": "an
+    average relative improvement of 41.24% across all 12 settings"): per setting (horizon, period)
+    ``(tsIC - tsIC_ref) / |tsIC_ref|``, averaged per period and over all settings. Settings where either
+    value is missing or the reference is 0 are left out; ``{}`` without the reference."""
+    get = {(r["method"], r["horizon"], r["period"]): r["tsIC"] for r in rows}
+    if not any(m == reference for m, _, _ in get):
+        return {}
+    out: dict[str, dict] = {}
+    for m in dict.fromkeys(r["method"] for r in rows):
+        if m == reference:
+            continue
+        per: dict[str, list[float]] = {"Exploitation": [], "Overall": []}
+        for (mm, h, p), v in get.items():
+            ref = get.get((reference, h, p))
+            if mm == m and v is not None and ref is not None and ref != 0 and p in per:
+                per[p].append((v - ref) / abs(ref))
+        both = per["Exploitation"] + per["Overall"]
+        out[m] = {k: (float(np.mean(v)) if v else None) for k, v in (*per.items(), ("all", both))}
+        out[m]["n_settings"] = len(both)
+    return out
+
+
+def plot_relative_bars(rows: list[dict], path: Path, label: str) -> None:
+    """Figure-3-style grouped bars: tsIC per setting (horizon x period), one bar per method (mean over seeds)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    methods = list(dict.fromkeys(r["method"] for r in rows))
+    settings = list(dict.fromkeys((r["period"], r["horizon"]) for r in rows))
+    get = {(r["method"], r["period"], r["horizon"]): r["tsIC"] for r in rows}
+    x = np.arange(len(settings))
+    w = 0.8 / max(1, len(methods))
+    fig, ax = plt.subplots(figsize=(1.6 + 1.5 * len(settings), 3.8))
+    for k, m in enumerate(methods):
+        vals = [get.get((m, p, h)) for p, h in settings]
+        ax.bar(x + (k - (len(methods) - 1) / 2) * w, [np.nan if v is None else v for v in vals], w, label=m)
+    ax.set_xticks(x, [f"{h}d\n{p}" for p, h in settings])
+    ax.axhline(0, color="black", lw=0.5)
+    ax.set_ylabel("tsIC (mean over seeds)")
+    ax.legend(fontsize=7, ncol=2)
+    ax.set_title(f"tsIC by setting ({label})", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_tsic(preds: dict, alpha: np.ndarray, horizons, path: Path, label: str, window: int = 60,
+              split: int | None = None) -> None:
+    """Trailing-window tsIC over the stream, one panel per horizon, one line per method (mean over seeds);
+    the dashed line marks the first Exploitation day (``split``, default the first third)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -82,7 +145,7 @@ def plot_tsic(preds: dict, alpha: np.ndarray, horizons, path: Path, label: str, 
         for k, h in enumerate(horizons):
             axes[k].plot(np.arange(t), mean[:, k], label=name, lw=1.3)
     for k, h in enumerate(horizons):
-        axes[k].axvline(t // 3, color="grey", ls="--", lw=0.8)
+        axes[k].axvline(t // 3 if split is None else split, color="grey", ls="--", lw=0.8)
         axes[k].axhline(0, color="black", lw=0.5)
         axes[k].set_title(f"{h}-day horizon")
         axes[k].set_xlabel("trading day (dashed: start of Exploitation)")

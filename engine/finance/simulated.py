@@ -27,7 +27,9 @@ formats. Its behaviour is an explicit model:
   channel (``p_miss``: none; ``p_spurious``: one unrelated extra); when none is
   selected it proposes the channel's direction, with one of a few qualifiers
   (near-duplicates for the merger).
-* **MERGE**: merge when both directions restate the same channel (``p_merge_error``: the other answer).
+* **MERGE**: merge when both directions restate the same channel (``p_merge_error``: the other answer);
+  the merged text is that channel's direction without a qualifier.
+* **MERGE FACTOR**: merge when one factor name is a prefix of the other (``p_merge_error``: the other answer).
 * **UPDATE** (LLM-based updater, eq. (10)): ``q + step * sign(r_env) + bias + N(0, update_noise)``,
   i.e. it sees the sign of the feedback but not its size, with an optimistic bias.
 
@@ -111,7 +113,7 @@ class FinancePolicy(SimulatedPolicy):
         first = prompt.lstrip().split("\n", 1)[0].strip()
         kind = first.split(":", 1)[1].strip() if first.startswith("### TASK:") else ""
         handler = {
-            "ROUTE": self._route, "RERANK": self._rerank, "MERGE": self._merge,
+            "ROUTE": self._route, "RERANK": self._rerank, "MERGE": self._merge, "MERGE FACTOR": self._merge_factor,
             "PREDICT": self._predict, "SENTIMENT": self._sentiment, "UPDATE": self._update,
         }.get(kind)
         return "" if handler is None else handler(prompt.split("\n"), rng)
@@ -175,7 +177,17 @@ class FinancePolicy(SimulatedPolicy):
         same = ca is not None and ca == cb
         if rng.random() < self.params.p_merge_error:
             same = not same
-        return json.dumps({"merge": same, "text": a})
+        # the merged text: the shared channel's direction without a qualifier, else the existing text
+        text = CHANNELS[ca].direction if same and ca is not None and ca == cb else a
+        return json.dumps({"merge": same, "text": text})
+
+    def _merge_factor(self, lines, rng):
+        a = self._field(lines, "Known factor:").lower()
+        b = self._field(lines, "New factor:").lower()
+        same = bool(a) and (a.startswith(b) or b.startswith(a))
+        if rng.random() < self.params.p_merge_error:
+            same = not same
+        return json.dumps({"merge": same})
 
     def _sentiment(self, lines, rng):
         m = self._read(self._field(lines, "News title:") + " " + self._field(lines, "News content:"), rng)

@@ -33,7 +33,8 @@ class FinanceRun:
     config: Mapping[str, Any]
     llm_cfg: Any
     market: Any
-    days: np.ndarray
+    plan: Any  # engine.finance.experiment.DayPlan
+    days: np.ndarray  # plan.days: the pre-test span's days, then the evaluated ones
     embedder: Any
     n_channels: int
     prompt_sets: list
@@ -54,7 +55,7 @@ class FinanceTask:
         from engine.embed import embedder_from_table
         from engine.finance import prompts as _prompts  # noqa: F401  (registers the finance prompts)
         from engine.finance.config import check_executor, load_finance_config
-        from engine.finance.experiment import build_market, evaluation_days
+        from engine.finance.experiment import build_market, day_plan
         from engine.llm.config import load_llm_config
 
         cfg = load_finance_config(config)
@@ -63,10 +64,10 @@ class FinanceTask:
         sets, warning = templates.activate_for_run(
             [("finance", cfg.prompts.file), ("baselines", cfg.prompts.baselines)], llm_cfg)
         market = build_market(cfg)
-        days = evaluation_days(market, cfg)
+        plan = day_plan(market, cfg)
         n_channels = len(market.truth["channels"]) if market.truth else 0
-        return FinanceRun(cfg, config, llm_cfg, market, days, embedder_from_table(config.get("embed")), n_channels,
-                          sets, warning)
+        return FinanceRun(cfg, config, llm_cfg, market, plan, plan.days, embedder_from_table(config.get("embed")),
+                          n_channels, sets, warning)
 
     def runs(self, run: FinanceRun) -> list[RunSpec]:
         return [RunSpec(m, s) for s in run.cfg.seeds for m in run.cfg.methods]
@@ -75,10 +76,16 @@ class FinanceTask:
         from engine.finance.experiment import build_method
 
         ctx = StreamContext(run.market, run.cfg.protocol, run.cfg.sampling, spec.seed, run.embedder)
-        return build_method(spec.method, ctx, run.days, run.cfg, run.n_channels)
+        return build_method(spec.method, ctx, run.days, run.cfg, run.n_channels, run.plan.n_pretest)
 
     def episodes(self, run: FinanceRun, spec: RunSpec):
-        return stream_episodes(run.days, run.market.n_industries, spec.seed)
+        """Every day for the methods that keep experience (the pre-test span first); the others skip it."""
+        from engine.finance.experiment import EXPERIENCE_METHODS
+
+        eps = stream_episodes(run.days, run.market.n_industries, spec.seed)
+        if spec.method in EXPERIENCE_METHODS:
+            return eps
+        return [e for e in eps if e.payload[0] >= run.plan.n_pretest]
 
     def round_size(self, run: FinanceRun, spec: RunSpec) -> int:
         return run.market.n_industries  # one round = one trading day
@@ -96,7 +103,7 @@ class FinanceTask:
             return {}
         folder = out / tree_dir(spec)
         method.store.save(folder)
-        extra: dict[str, Any] = {"tree": folder.name}
+        extra: dict[str, Any] = {"tree": folder.name, "toe_init": method.init_report}
         if run.market.truth is not None:
             extra["reliability_truth"] = reliability_truth(method, run.market.truth)
         return extra
@@ -104,10 +111,12 @@ class FinanceTask:
     def summarize(self, run: FinanceRun, records, extras) -> Summary:
         from engine import templates
         from engine.config import to_dict
+        from engine.finance.experiment import EXPERIENCE_METHODS
         from engine.finance.metrics import period_ics
         from engine.run_folder import answered_by
 
-        cfg, market, days = run.cfg, run.market, run.days
+        cfg, market, plan = run.cfg, run.market, run.plan
+        days = plan.evaluated
         backend, model = answered_by(records, run.config)
         simulated = backend == "simulated"
         labels = {
@@ -116,11 +125,11 @@ class FinanceTask:
             "label": (f"{cfg.data.source} data, SIMULATED policy ({model})" if simulated
                       else f"{cfg.data.source} data, backend {backend}:{model}"),
         }
-        preds = predictions(records, cfg, market.n_industries, days.size, len(market.horizons))
+        preds = predictions(records, cfg, market.n_industries, days.size, len(market.horizons), plan.n_pretest)
         alpha = market.alpha[:, days, :]
         rows = []
         for name in cfg.methods:
-            per_seed = {s: period_ics(p, alpha) for s, p in preds[name].items()}
+            per_seed = {s: period_ics(p, alpha, split=plan.exploitation) for s, p in preds[name].items()}
             for period in ("Exploitation", "Overall"):
                 for k, hz in enumerate(market.horizons):
                     ts = np.array([per_seed[s][period]["tsIC"][k] for s in cfg.seeds])
@@ -134,7 +143,7 @@ class FinanceTask:
                         "label": labels["label"],
                     })
         usage: dict[str, dict] = {}
-        for r in records:
+        for r in records:  # the pre-test span included
             u = usage.setdefault(r["method"], {k: 0 for k in STAT_KEYS})
             for k in STAT_KEYS:
                 u[k] += int(r.get(k) or 0)
@@ -144,8 +153,11 @@ class FinanceTask:
                 usage[name]["wall_s"] = usage[name].get("wall_s", 0.0) + float(e.get("wall_s", 0.0))
         truth = {}
         trees = {}
+        inits = {}
         for spec in self.runs(run):
             e = extras.get(spec.key, {})
+            if "toe_init" in e:
+                inits.setdefault(spec.method, {})[str(spec.seed)] = e["toe_init"]
             if "reliability_truth" in e:
                 truth.setdefault(spec.method, {})[str(spec.seed)] = e["reliability_truth"]
             if "tree" in e:
@@ -153,9 +165,15 @@ class FinanceTask:
         meta = {
             **labels, "configured_backend": run.llm_cfg.backend,
             "n_industries": market.n_industries, "n_days": int(days.size), "first_day": str(market.dates[days[0]]),
-            "exploitation_start": str(market.dates[days[days.size // 3]]), "last_day": str(market.dates[days[-1]]),
+            "exploitation_start": str(market.dates[days[plan.exploitation]]), "last_day": str(market.dates[days[-1]]),
+            "n_exploitation_days": int(days.size - plan.exploitation),
+            "pretest": ({"first_day": str(market.dates[plan.days[0]]),
+                         "last_day": str(market.dates[plan.days[plan.n_pretest - 1]]), "n_days": plan.n_pretest,
+                         "methods": [m for m in cfg.methods if m in EXPERIENCE_METHODS]}
+                        if plan.n_pretest else None),
+            "news_pairs_dropped": news_pairs_dropped(market, cfg.protocol, plan.days),
             "horizons": list(market.horizons), "seeds": list(cfg.seeds), "reliability_truth": truth,
-            "trees": trees, "usage": usage, "prompts": templates.summary_entry(run.prompt_sets),
+            "trees": trees, "toe_init": inits, "usage": usage, "prompts": templates.summary_entry(run.prompt_sets),
             **({"prompts_warning": run.prompts_warning} if run.prompts_warning else {}),
             "config": to_dict(cfg),
         }
@@ -163,11 +181,12 @@ class FinanceTask:
 
     def report(self, run: FinanceRun, summary: Summary, records, out: Path) -> tuple[str, list[str]]:
         from engine import atomic_io
-        from engine.finance.report import markdown_tables, plot_tree, plot_tsic
+        from engine.finance.report import markdown_tables, plot_relative_bars, plot_tree, plot_tsic
 
-        cfg, market, days = run.cfg, run.market, run.days
+        cfg, market, plan = run.cfg, run.market, run.plan
+        days = plan.evaluated
         tables = markdown_tables(summary.rows, summary.meta)
-        preds = predictions(records, cfg, market.n_industries, days.size, len(market.horizons))
+        preds = predictions(records, cfg, market.n_industries, days.size, len(market.horizons), plan.n_pretest)
         alpha = market.alpha[:, days, :]
         with atomic_io.atomic_writer(out / "predictions.npz", "wb") as fh:
             np.savez_compressed(fh, alpha=alpha, days=days,
@@ -176,8 +195,9 @@ class FinanceTask:
         if not cfg.plots:
             return tables, pngs
         label = summary.meta["label"]
-        plot_tsic(preds, alpha, market.horizons, out / "tsic_over_time.png", label)
-        pngs.append("tsic_over_time.png")
+        plot_tsic(preds, alpha, market.horizons, out / "tsic_over_time.png", label, split=plan.exploitation)
+        plot_relative_bars(summary.rows, out / "tsic_bars.png", label)
+        pngs += ["tsic_over_time.png", "tsic_bars.png"]
         trees = summary.meta.get("trees", {})
         first = next((m for m in ("Pipe+ToE", "Pipe+ToE (LLM update)") if m in trees), None)
         if first is not None:
@@ -190,12 +210,23 @@ class FinanceTask:
         return tables, pngs
 
 
-def predictions(records, cfg: FinanceConfig, n: int, t: int, h: int) -> dict[str, dict[int, np.ndarray]]:
-    """``s f8[N, T, H]`` per method and seed from the episode records (NaN: no retained news)."""
+def predictions(records, cfg: FinanceConfig, n: int, t: int, h: int, n_pretest: int = 0) -> dict[str, dict[int, np.ndarray]]:
+    """``s f8[N, T, H]`` per method and seed over the evaluated days from the episode records (NaN: no
+    retained news); records of the pre-test span (``day < n_pretest``) are left out."""
     out = {m: {s: np.full((n, t, h), np.nan) for s in cfg.seeds} for m in cfg.methods}
     for r in records:
-        out[r["method"]][r["seed"]][r["industry"], r["day"]] = r["s"]
+        if r["day"] >= n_pretest:
+            out[r["method"]][r["seed"]][r["industry"], r["day"] - n_pretest] = r["s"]
     return out
+
+
+def news_pairs_dropped(market, protocol, days) -> int:
+    """(news item, industry, day) pairs the ``protocol.max_news`` cap leaves out of the walked days' prompts."""
+    from engine.finance.methods import retained_news
+
+    _, dropped = retained_news(market, protocol)
+    walked = set(int(d) for d in days)
+    return int(sum(v for (_, d), v in dropped.items() if d in walked))
 
 
 def reliability_truth(method, truth: dict) -> dict:

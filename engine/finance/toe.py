@@ -60,6 +60,26 @@ def _collapse(text: str) -> str:
     return " ".join(str(text).split())
 
 
+def leader_clusters(vecs: np.ndarray, weights: np.ndarray, threshold: float) -> list[tuple[int, list[int]]]:
+    """Leader clustering of unit vectors ``f4/f8[n, d]``: in order of ``weights f8[n]`` (largest first,
+    ties by index) each item joins the most similar leader at cosine >= ``threshold``, else leads a new
+    cluster. Returns ``(leader, members)`` pairs (members include the leader, in visit order)."""
+    n = int(np.asarray(weights).shape[0])
+    order = np.lexsort((np.arange(n), -np.asarray(weights, np.float64)))
+    leaders: list[int] = []
+    groups: list[list[int]] = []
+    for idx in order.tolist():
+        if leaders:
+            sims = np.asarray(vecs)[leaders] @ np.asarray(vecs)[idx]
+            b = int(np.argmax(sims))
+            if sims[b] >= threshold:
+                groups[b].append(idx)
+                continue
+        leaders.append(idx)
+        groups.append([idx])
+    return list(zip(leaders, groups))
+
+
 class _FastView:
     """The snapshot's store read without per-call validation, node texts decoded once per call.
 
@@ -67,7 +87,8 @@ class _FastView:
     hot path skips :class:`~engine.store.StoreView`'s boundary checks.
     """
 
-    def __init__(self, view):
+    def __init__(self, view, factor_into: dict[int, int] | None = None):
+        self.factor_into = factor_into or {}  # merged factor nodes are hidden and resolve to their target
         self._nodes, self._exp, self._block = view._nodes, view._exp, view._block
         self._pk = view._pk_table
         self._buf = view._text
@@ -88,13 +109,17 @@ class _FastView:
 
     def find(self, parent: int, key: int) -> int:
         nd = self._nodes
-        return int(KT.pk_find(self._pk, nd["parent"], nd["key"], int(parent), np.uint64(key)))
+        n = int(KT.pk_find(self._pk, nd["parent"], nd["key"], int(parent), np.uint64(key)))
+        while n in self.factor_into:
+            n = self.factor_into[n]
+        return n
 
     def children(self, nid: int) -> list[int]:
         first, nxt = self._nodes["first_child"], self._nodes["next_sibling"]
         out, c = [], int(first[nid])
         while c >= 0:
-            out.append(c)
+            if c not in self.factor_into:
+                out.append(c)
             c = int(nxt[c])
         return out
 
@@ -154,6 +179,12 @@ class _Overlay:
             else:
                 return ref
 
+    def combined(self, a: int, b: int) -> np.ndarray:
+        """Reliability of ``a`` and ``b`` merged: the hit-weighted mean, the plain mean when neither was hit."""
+        ha, hb = self.hits(a), self.hits(b)
+        wa, wb = (ha, hb) if ha + hb > 0 else (1.0, 1.0)
+        return (wa * self.qrow(a) + wb * self.qrow(b)) / (wa + wb)
+
     def merge(self, keep: int, drop: int) -> None:
         """ExperienceStore.merge on the overlay (hit-weighted reliability)."""
         hk, hd = self.hits(keep), self.hits(drop)
@@ -168,7 +199,7 @@ class PipeToE(FinanceMethod):
     name = "Pipe+ToE"
 
     def __init__(self, ctx: StreamContext, days: Sequence[int], cfg: ToEConfig, update: str = "formula",
-                 n_channels: int = 0):
+                 n_channels: int = 0, n_pretest: int = 0):
         super().__init__(ctx, days)
         if update not in ("formula", "llm"):
             raise ValueError(f"update must be 'formula' or 'llm', got {update!r}")
@@ -185,18 +216,66 @@ class PipeToE(FinanceMethod):
         # ground-truth attribution (synthetic data): hits per (experience row, news channel)
         self.n_channels = int(n_channels)
         self.channel_hits = np.zeros((256, max(1, self.n_channels)), dtype=np.int64)
+        self.factor_into: dict[int, int] = {}  # merged factor node -> the factor node it went into
+        self.n_pretest = int(n_pretest)
+        self.init_report: dict = {"init": "empty", "pretest_days": self.n_pretest}
+        if cfg.init_tree:
+            self._load_tree(cfg.init_tree)
+            self._grow_channel_hits()
+            self.init_report = {"init": "init_tree", "path_csv": cfg.init_tree, "experiences": int(self.store.n_experiences),
+                                "pretest_days": self.n_pretest}
+
+    def _load_tree(self, path: str) -> None:
+        """Start from a path CSV (Table A1 layout: industry, factor, analysis_direction, q_h<h>..., recall,
+        hit, eid); its eids are kept as external ids; node keys are normalised text as in the run."""
+        from engine.errors import ConfigError
+        from engine.store.pathcsv import read_path_csv
+        from engine.store.reader import horizon_names
+
+        src, _ = read_path_csv(path)
+        want = horizon_names(self.ctx.horizons)
+        if src.depth != 3 or tuple(src.horizons) != tuple(want):
+            raise ConfigError(f"toe.init_tree {path}: needs levels industry, factor, analysis_direction and columns "
+                              f"{', '.join('q_' + h for h in want)}; got depth {src.depth} and horizons "
+                              f"{', '.join(src.horizons)}")
+        paths = [src.path_texts(e) for e in range(src.n_experiences)]
+        known = set(self.ctx.market.industries)
+        for e, p in enumerate(paths):
+            if len(p) != 3:
+                raise ConfigError(f"toe.init_tree {path}: eid {int(src.external_ids[e])} is not an industry > factor > "
+                                  f"direction path: {p}")
+            if p[0] not in known:
+                raise ConfigError(f"toe.init_tree {path}: eid {int(src.external_ids[e])} names industry {p[0]!r}, "
+                                  f"not one of the market's ({', '.join(sorted(known))})")
+        paths = [[_collapse(t) for t in p] for p in paths]
+        rows = self.store.add_paths(paths, keys=[[normalized_key(t) for t in p] for p in paths],
+                                    created=np.full(len(paths), -1.0))
+        if np.unique(rows).size != rows.size:
+            dup = int(np.flatnonzero(np.bincount(rows) > 1)[0])
+            raise ConfigError(f"toe.init_tree {path}: two rows give the same path after whitespace/case "
+                              f"normalisation: {paths[int(np.flatnonzero(rows == dup)[0])]}")
+        self.store.set_reliability(rows, np.clip(src.reliability, self.cfg.q_min, self.cfg.q_max))
+        self.store.set_counts(rows, src.recall, src.hit)
+        order = np.argsort(rows)
+        ext = np.zeros(self.store.n_experiences, np.int64)
+        ext[rows[order]] = src.external_ids[order]
+        if np.all(np.diff(ext) > 0):
+            self.store.set_external_ids(ext)
 
     # ------------------------------------------------------------------ the round contract
     def snapshot(self):
         snap = {f"store_{k}": v for k, v in self.store.snapshot().items()}
         snap["route"] = self.route
+        snap["factor_from"] = np.fromiter(self.factor_into.keys(), np.int64, len(self.factor_into))
+        snap["factor_to"] = np.fromiter(self.factor_into.values(), np.int64, len(self.factor_into))
         if self.update == "llm":
             snap.update({f"ledger_{k}": v for k, v in self.store.ledger.columns().items()})
         return snap
 
     def _day(self, snapshot, j, episodes, llm):
         view = _FastView(ExperienceStore.from_snapshot({k[6:]: v for k, v in snapshot.items()
-                                                        if k.startswith("store_")}))
+                                                        if k.startswith("store_")}),
+                         dict(zip(snapshot["factor_from"].tolist(), snapshot["factor_to"].tolist())))
         stats = _stats_for(episodes)
         ov = {e.payload[2]: _Overlay(view, self.ctx.horizons, self.cfg.q0, self.cfg.q_min, self.cfg.q_max)
               for e in episodes}
@@ -213,7 +292,8 @@ class PipeToE(FinanceMethod):
             u = ups[i]
             u.setdefault("fb_entries", np.zeros(0, np.int64))
             u.setdefault("fb_deltas", np.zeros(0))
-            for key in ("route_news", "recall", "proposal_recall", "merge_keep", "merge_drop", "hit", "hit_channel",
+            for key in ("route_news", "recall", "proposal_recall", "merge_keep", "merge_drop", "merge_into", "hit",
+                        "hit_channel",
                         "used"):
                 u.setdefault(key, np.zeros(0, np.int64))
             for key in ("route_factor", "new_factor", "new_direction"):
@@ -274,13 +354,17 @@ class PipeToE(FinanceMethod):
             ups[i]["fb_deltas"] = np.asarray(deltas[i], dtype=np.float64)
 
     def _candidates(self, view, fnode: int, news_vec: np.ndarray) -> np.ndarray:
+        """Retrieval under the (industry, factor) prefix (ToE appendix, "Hyperparameters"): the first level
+        keeps the ``k1`` directions most similar to the news (ties: older first); the leaf level keeps
+        those whose cosine with the news is at least ``lam``. Returned in creation order."""
         eids = view.directions(fnode)
-        if eids.size > self.cfg.k1:
-            vecs = self.ctx.embedder.embed([view.node_text(int(view._exp["path"][e, 2])) for e in eids])
-            sims = vecs @ news_vec
-            order = np.lexsort((np.arange(eids.size), -sims))[: self.cfg.k1]
-            eids = eids[np.sort(order)]
-        return eids
+        if not eids.size:
+            return eids
+        vecs = self.ctx.embedder.embed([view.node_text(int(view._exp["path"][e, 2])) for e in eids])
+        sims = vecs @ news_vec
+        order = np.lexsort((np.arange(eids.size), -sims))[: self.cfg.k1]
+        order = np.sort(order[sims[order] >= self.cfg.lam])
+        return eids[order]
 
     def _structure(self, snapshot, view, day, industries, llm, stats, ov, ups):
         ctx = self.ctx
@@ -302,6 +386,8 @@ class PipeToE(FinanceMethod):
                 stats[i]["parse_failures"] += 1
                 f = self.cfg.factors[0]
             routed[(k, i)] = f
+        if self.cfg.merge and self.cfg.merge_factors:
+            self._merge_factors(view, llm, stats, routed)
         for i in industries:
             mine = [(k, f) for (k, ii), f in routed.items() if ii == i]
             ups[i]["route_news"] = np.array([k for k, _ in mine], dtype=np.int64)
@@ -403,6 +489,48 @@ class PipeToE(FinanceMethod):
         o.fnode_of[ref] = (fnode, fkey)
         return ref, True
 
+    def _merge_factors(self, view, llm, stats, routed: dict) -> None:
+        """A newly routed factor whose cosine with a known factor of the industry is at least
+        ``merge_threshold`` goes to the factor merger with that factor (one batch); on a merge the news
+        is routed to the known factor node, so the new node is never created."""
+        ctx = self.ctx
+        todo: dict[tuple[int, int], str] = {}
+        for (k, i), f in routed.items():
+            f = _collapse(f)
+            fkey = normalized_key(f)
+            if view.find(int(self.industry_node[i]), fkey) < 0:
+                todo.setdefault((i, fkey), f)
+        reqs, pairs = [], []
+        for (i, fkey), f in todo.items():
+            known = view.children(int(self.industry_node[i]))
+            if not known:
+                continue
+            texts = [view.node_text(int(c)) for c in known]
+            vecs = ctx.embedder.embed(texts + [f])
+            sims = vecs[:-1] @ vecs[-1]
+            best = int(np.argmax(sims))
+            if sims[best] < self.cfg.merge_threshold:
+                continue
+            reqs.append(ctx.request(P.merge_factor_prompt(ctx.market.industries[i], texts[best], f),
+                                    f"{self.name}:merge_factor:{i}:{fkey}"))
+            pairs.append((i, fkey, texts[best]))
+        into: dict[tuple[int, int], str] = {}
+        owners = [self._stats_any(stats, i) for i, _, _ in pairs]
+        for (i, fkey, known), texts in zip(pairs, self._generate(llm, reqs, "merge", owners)):
+            ans = P.parse_merge(texts[0] if texts else "")
+            if ans is None:
+                self._stats_any(stats, i)["parse_failures"] += 1
+            elif ans[0]:
+                into[(i, fkey)] = known
+                self._stats_any(stats, i)["merges"] += 1
+        if into:
+            for (k, i), f in list(routed.items()):
+                routed[(k, i)] = into.get((i, normalized_key(_collapse(f))), f)
+
+    @staticmethod
+    def _stats_any(stats, i):
+        return stats[i]
+
     def _merge_new(self, view, industries, llm, stats, ov, ups, created) -> None:
         """Near-duplicate older siblings of new directions (cosine >= lam) go to the LLM merger; one batch."""
         reqs, pairs = [], []
@@ -419,7 +547,7 @@ class PipeToE(FinanceMethod):
                 vecs = self.ctx.embedder.embed(texts + [mine])
                 sims = vecs[:-1] @ vecs[-1]
                 best = int(np.argmax(sims))
-                if sims[best] < self.cfg.lam:
+                if sims[best] < self.cfg.merge_threshold:
                     continue
                 ind, fac, _ = self._path(view, o, i, ref)
                 reqs.append(self.ctx.request(P.merge_prompt(ind, fac, texts[best], mine),
@@ -427,6 +555,7 @@ class PipeToE(FinanceMethod):
                 pairs.append((i, sibs[best], ref))
         keep_of: dict[int, list] = defaultdict(list)
         drop_of: dict[int, list] = defaultdict(list)
+        into_of: dict[int, list] = defaultdict(list)
         for (i, keep, drop), texts in zip(pairs, self._generate(llm, reqs, "merge", [stats[p[0]] for p in pairs])):
             ans = P.parse_merge(texts[0] if texts else "")
             if ans is None:
@@ -434,14 +563,28 @@ class PipeToE(FinanceMethod):
                 continue
             o = ov[i]
             k, d = o.resolve(keep), o.resolve(drop)
-            if ans[0] and k != d:
-                o.merge(k, d)
-                keep_of[i].append(k)
-                drop_of[i].append(d)
-                stats[i]["merges"] += 1
+            if not ans[0] or k == d:
+                continue
+            # the merged text the model writes: an existing direction of that text, or a new one (ToE
+            # "Maintenance"); both experiences fold into it
+            t = k
+            if ans[1] is not None:
+                fnode, fkey = o.fnode_of[drop]
+                t, _ = self._propose(view, o, fnode, fkey, ans[1])
+                t = o.resolve(t)
+            q = o.combined(k, d)
+            for x in (k, d):
+                if o.resolve(x) != t:
+                    o.merge(t, o.resolve(x))
+            o.q[t] = q
+            keep_of[i].append(k)
+            drop_of[i].append(d)
+            into_of[i].append(t)
+            stats[i]["merges"] += 1
         for i in industries:
             ups[i]["merge_keep"] = np.asarray(keep_of[i], dtype=np.int64)
             ups[i]["merge_drop"] = np.asarray(drop_of[i], dtype=np.int64)
+            ups[i]["merge_into"] = np.asarray(into_of[i], dtype=np.int64)
 
     # ------------------------------------------------------------------ the barrier
     def apply(self, results) -> None:
@@ -460,7 +603,8 @@ class PipeToE(FinanceMethod):
             ind = self.ctx.market.industries[i]
             for k, f in zip(u["route_news"].tolist(), u["route_factor"].tolist()):
                 f = _collapse(f)
-                self.route[k, i] = st.add_nodes([[ind, f]], keys=[[normalized_key(ind), normalized_key(f)]])[0]
+                self.route[k, i] = self._factor_node(
+                    int(st.add_nodes([[ind, f]], keys=[[normalized_key(ind), normalized_key(f)]])[0]))
             first_new[r.episode_id] = len(paths)
             for f, d in zip(u["new_factor"].tolist(), u["new_direction"].tolist()):
                 paths.append([ind, str(f), str(d)])
@@ -486,12 +630,9 @@ class PipeToE(FinanceMethod):
             st.record_recall(rec)
         for r in results:
             u = r.updates
-            for keep, drop in zip(rows_of(r, u["merge_keep"]).tolist(), rows_of(r, u["merge_drop"]).tolist()):
-                k, d = st.canonical([keep, drop])
-                if k != d:
-                    st.merge(int(k), int(d))
-                    self.channel_hits[k] += self.channel_hits[d]
-                    self.channel_hits[d] = 0
+            for keep, drop, into in zip(rows_of(r, u["merge_keep"]).tolist(), rows_of(r, u["merge_drop"]).tolist(),
+                                        rows_of(r, u["merge_into"]).tolist()):
+                self._merge_rows(keep, drop, into)
         hits = [rows_of(r, r.updates["hit"]) for r in results]
         hits = np.concatenate(hits) if hits else np.zeros(0, np.int64)
         if hits.size:
@@ -521,7 +662,114 @@ class PipeToE(FinanceMethod):
         if cols[0]:  # ToE eq. (7): r = a_t * o_{t+h}, due on day t + h
             st.defer(*(np.concatenate(c) for c in cols))
         if results:
-            self._after_round(int(results[-1].record["day"]))
+            j = int(results[-1].record["day"])
+            if j == self.n_pretest - 1 and self.cfg.init == "cluster" and not self.cfg.init_tree:
+                self._induce_hierarchy()
+            self._after_round(j)
+
+    def _factor_node(self, node: int) -> int:
+        while node in self.factor_into:
+            node = self.factor_into[node]
+        return node
+
+    def _children(self, node: int) -> list[int]:
+        first, nxt = self.store.node_column("first_child"), self.store.node_column("next_sibling")
+        out, c = [], int(first[node])
+        while c >= 0:
+            if c not in self.factor_into:
+                out.append(c)
+            c = int(nxt[c])
+        return out
+
+    def _induce_hierarchy(self) -> None:
+        """The initial hierarchy from the reasoning paths collected over the pre-test span (ToE "Experience
+        Tree": "induced by progressively clustering and abstracting collected reasoning paths").
+
+        Level by level: the factors of each industry, then the directions of each factor, are grouped by
+        leader clustering on embeddings (:func:`leader_clusters`, cosine >= ``toe.merge_threshold``; the
+        most-hit member leads and names the cluster), and every member is merged into its leader
+        (directions: ``store.merge``; factors: :meth:`_merge_factor_nodes`)."""
+        st = self.store
+        emb, thr = self.ctx.embedder, self.cfg.merge_threshold
+        eid_of = st.node_column("eid")
+        before = int(st.active.sum())
+        n_factor, n_dir = 0, 0
+        for i, inode in enumerate(self.industry_node.tolist()):
+            fnodes = self._children(inode)
+            if len(fnodes) > 1:
+                hits = np.array([self._hits_under(f) for f in fnodes], np.float64)
+                for lead, members in leader_clusters(emb.embed(st.node_texts(fnodes)), hits, thr):
+                    for m in members:
+                        if m != lead:
+                            self._merge_factor_nodes(i, fnodes[lead], fnodes[m])
+                            n_factor += 1
+            for f in self._children(inode):
+                eids = np.array([int(eid_of[c]) for c in self._children(f)], np.int64)
+                eids = eids[eids >= 0]
+                eids = eids[st.active[eids]] if eids.size else eids
+                if eids.size < 2:
+                    continue
+                texts = [st.path_texts(int(e))[-1] for e in eids]
+                for lead, members in leader_clusters(emb.embed(texts), st.hit[eids].astype(np.float64), thr):
+                    for m in members:
+                        if m != lead:
+                            self._merge_rows(int(eids[lead]), int(eids[m]), int(eids[lead]))
+                            n_dir += 1
+        self.init_report = {"init": "cluster", "pretest_days": self.n_pretest, "paths_collected": before,
+                            "factor_merges": n_factor, "direction_merges": n_dir,
+                            "experiences": int(st.active.sum())}
+
+    def _hits_under(self, fnode: int) -> float:
+        eid_of = self.store.node_column("eid")
+        eids = np.array([int(eid_of[c]) for c in self._children(fnode)], np.int64)
+        eids = eids[eids >= 0]
+        return float(self.store.hit[eids].sum()) if eids.size else 0.0
+
+    def _merge_factor_nodes(self, i: int, keep: int, drop: int) -> None:
+        """Fold factor node ``drop`` into its sibling ``keep``: each active direction under ``drop`` moves
+        under ``keep`` (merged into the direction of the same text there, or into a new row that takes
+        its reliability and counts); routing to ``drop`` goes to ``keep`` from now on."""
+        st = self.store
+        ind, ktext = self.ctx.market.industries[i], st.node_text(keep)
+        eid_of = st.node_column("eid")
+        moved = [int(eid_of[c]) for c in self._children(drop)]
+        moved = [e for e in moved if e >= 0 and st.active[e]]
+        for d in moved:
+            dtext = st.path_texts(d)[-1]
+            n_before = st.n_experiences
+            r = int(st.add_paths([[ind, ktext, dtext]], keys=[[normalized_key(ind), normalized_key(ktext),
+                                                               normalized_key(dtext)]],
+                                 created=np.asarray([float(st.created[d])]))[0])
+            self._grow_channel_hits()
+            r = int(st.canonical([r])[0])
+            q = st.reliability[d].copy()
+            self._merge_rows(r, d, r, siblings_only=False)
+            if r >= n_before:  # a fresh row takes over the moved direction as it was
+                st.set_reliability([r], q[None, :])
+        self.factor_into[int(drop)] = int(keep)
+        self.route[self.route == drop] = keep
+
+    def _merge_rows(self, keep: int, drop: int, into: int, siblings_only: bool = True) -> None:
+        """Fold experiences ``keep`` and ``drop`` into ``into`` (one of them, or the row of the merged
+        text): ``store.merge`` adds hit and recall; the reliability is the hit-weighted mean of the two
+        (plain mean when neither was hit), as :meth:`ExperienceStore.merge` computes it for a pair."""
+        st = self.store
+        k, d, t = (int(x) for x in st.canonical([keep, drop, into]))
+        if k == d:
+            return
+        q = None
+        if t not in (k, d):
+            qk, qd = st.reliability[k].copy(), st.reliability[d].copy()
+            hk, hd = float(st.hit[k]), float(st.hit[d])
+            wk, wd = (hk, hd) if hk + hd > 0 else (1.0, 1.0)
+            q = (wk * qk + wd * qd) / (wk + wd)
+        for x in (k, d):
+            if x != t:
+                st.merge(t, x, siblings_only=siblings_only)
+                self.channel_hits[t] += self.channel_hits[x]
+                self.channel_hits[x] = 0
+        if q is not None:
+            st.set_reliability([t], q[None, :])
 
     def _after_round(self, j: int) -> None:
         """Formula rule (eq. (A6)): every entry due by the next day's predictions, entry order, once."""
@@ -555,6 +803,7 @@ class PipeToE(FinanceMethod):
         self.store.save(directory / "store")
         np.save(directory / "route.npy", self.route)
         np.save(directory / "channel_hits.npy", self.channel_hits[: self.store.n_experiences])
+        np.save(directory / "factor_into.npy", np.asarray(sorted(self.factor_into.items()), np.int64).reshape(-1, 2))
 
     def load_state(self, directory: Path) -> None:
         directory = Path(directory)
@@ -563,3 +812,5 @@ class PipeToE(FinanceMethod):
         ch = np.load(directory / "channel_hits.npy")
         self.channel_hits = np.zeros((max(256, ch.shape[0]), ch.shape[1]), dtype=np.int64)
         self.channel_hits[: ch.shape[0]] = ch
+        fi = directory / "factor_into.npy"
+        self.factor_into = {int(a): int(b) for a, b in np.load(fi).tolist()} if fi.exists() else {}

@@ -291,8 +291,9 @@ class ExperienceStore(StoreReader):
             eids[moved] = nxt[moved]
         return eids
 
-    def merge(self, keep: int, drop: int) -> None:
-        """Fold experience ``drop`` into its sibling ``keep`` (both active, one parent).
+    def merge(self, keep: int, drop: int, *, siblings_only: bool = True) -> None:
+        """Fold experience ``drop`` into its sibling ``keep`` (both active, one parent; with
+        ``siblings_only=False`` any two active experiences, e.g. when a parent node is merged).
 
         Hit and recall add up, reliability becomes the hit-weighted mean of the
         two (the plain mean when neither was hit); ``drop`` turns inactive with
@@ -309,7 +310,7 @@ class ExperienceStore(StoreReader):
         path = self._exp["path"]
         leaf = lambda e: int(path[e][path[e] >= 0][-1])  # noqa: E731
         pk, pd = self._nodes["parent"][leaf(keep)], self._nodes["parent"][leaf(drop)]
-        if pk != pd:
+        if siblings_only and pk != pd:
             raise StoreError(f"experiences {keep} and {drop} are not siblings (parents {int(pk)} and {int(pd)})")
         H = self.n_horizons
         blk = self._block

@@ -21,9 +21,11 @@ class Scripted:
     name = "scripted"
     model = "scripted"
 
-    def __init__(self, rerank, merge=True):
+    def __init__(self, rerank, merge=True, merge_text=None, route="Policy planning"):
         self.rerank = rerank
         self.merge = merge
+        self.merge_text = merge_text  # None: the answer names no merged text (the older direction's stays)
+        self.route = route
         self.batches: list[list[str]] = []
         self.n = 0
 
@@ -34,11 +36,11 @@ class Scripted:
         for r, kind in zip(requests, kinds):
             self.n += 1
             if kind == "ROUTE":
-                text = json.dumps({"factor": "Policy planning"})
+                text = json.dumps({"factor": self.route(r.prompt) if callable(self.route) else self.route})
             elif kind == "RERANK":
                 text = self.rerank(r.prompt, self.n)
-            elif kind == "MERGE":
-                text = json.dumps({"merge": self.merge, "text": "x"})
+            elif kind in ("MERGE", "MERGE FACTOR"):
+                text = json.dumps({"merge": self.merge, **({"text": self.merge_text} if self.merge_text else {})})
             else:
                 text = json.dumps({"sentiment": {"10": 0.5, "20": 0.5, "40": 0.5}, "confidence": 0.5})
             out.append(Response((Completion(text, 1),), 1, 0.0, self.name, self.model))
