@@ -125,6 +125,24 @@ def _finance_metric(metric: str) -> Callable[[dict], list[str]]:
     return render
 
 
+def finance_relative(summary: dict) -> list[str]:
+    """docs/finance.md: relative tsIC improvement over Pipe, mean over the settings of each period and of all
+    (the paper's aggregate; ``engine.finance.report.relative_improvement`` computes the same for table.md)."""
+    get = {(r["method"], r["horizon"], r["period"]): r["tsIC"] for r in summary["methods"]}
+    methods = [m for m in dict.fromkeys(r["method"] for r in summary["methods"]) if m != "Pipe"]
+    lines = ["| Method | Exploitation | Overall | All settings |", "|---|---|---|---|"]
+    for m in methods:
+        per = {"Exploitation": [], "Overall": []}
+        for (mm, h, p), v in get.items():
+            ref = get.get(("Pipe", h, p))
+            if mm == m and v is not None and ref and p in per:
+                per[p].append((v - ref) / abs(ref))
+        cells = [per["Exploitation"], per["Overall"], per["Exploitation"] + per["Overall"]]
+        lines.append(f"| {m}{_finance_tag(summary)} | "
+                     + " | ".join("n/a" if not c else f"{100 * sum(c) / len(c):+.2f}%" for c in cells) + " |")
+    return lines
+
+
 # marker name -> (document, run, renderer)
 def prophet_reference(summary: dict) -> list[str]:
     """README: Brier of the Market and Uniform reference rows per category on every loaded question."""
@@ -161,6 +179,7 @@ TABLES: dict[str, tuple[str, str, Callable[[dict], list[str]]]] = {
     "game24-baselines-table": ("docs/baselines.md", "game24", game24_baselines),
     "finance-tsic-table": ("docs/finance.md", "finance", _finance_metric("tsIC")),
     "finance-csic-table": ("docs/finance.md", "finance", _finance_metric("csIC")),
+    "finance-relative-table": ("docs/finance.md", "finance", finance_relative),
 }
 
 

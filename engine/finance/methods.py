@@ -15,8 +15,8 @@ call: a worker's share of the day). A completion that cannot be parsed counts
 in the record's ``parse_failures`` and predicts 0 (neutral).
 
 Delayed feedback goes through :class:`engine.store.FeedbackLedger` (ToE eq.
-(7)): the memory baselines defer each prediction's outcome to the day its
-shortest horizon's return is known.
+(7)): every memory method defers each prediction per horizon to the day that
+horizon's return is known and learns from ``r = a_t * o_{t+h}`` (:func:`feedback`).
 """
 
 from __future__ import annotations

@@ -15,21 +15,30 @@ normalised text: :func:`engine.store.normalized_key`); delayed feedback is its
    the store through ``store.resolve(..., rule="delta")``: the day's
    predictions see the updated reliabilities, as in a day-by-day run;
 2. **routing** (decoupled execution): each (news, industry) pair is routed to
-   a factor once; the factor's node is kept (``route[k, i]``);
-3. **retrieval**: the active directions under the (industry, factor) prefix;
-   when there are more than ``k1``, the ``k1`` most similar to the news by
-   embedding; each counts a recall;
+   a factor once; the factor's node is kept (``route[k, i]``); a newly routed
+   factor within ``merge_threshold`` (cosine) of a known factor of the industry
+   goes to the factor merger, and on a merge the news takes the known node;
+3. **retrieval** (appendix "Hyperparameters"): under the (industry, factor)
+   prefix, the first level keeps the ``k1`` directions most similar to the news
+   by embedding, the leaf level those with cosine >= ``lam``; each counts a recall;
 4. **rerank / propose**: the LLM selects the applicable directions or, when
    none fits, proposes at most one new direction (eqs. (3)-(5));
-5. **merge**: a new direction whose cosine with an older sibling (in the
-   snapshot or proposed earlier by this episode) is at least ``lam`` goes to
-   the LLM merger with its most similar sibling; the episode folds a merged
-   direction into the older one for its own prediction and returns the
-   decision, which the barrier applies with ``store.merge``;
+5. **merge** ("Maintenance"): a new direction whose cosine with an older
+   sibling (in the snapshot or proposed earlier by this episode) is at least
+   ``merge_threshold`` goes to the LLM merger with its most similar sibling; on
+   a merge both fold into the direction of the text the merger writes (hit-
+   weighted reliability), which the episode uses for its own prediction; the
+   barrier applies the same with ``store.merge``;
 6. **hits**: each news item counts one hit on every experience it selected;
 7. **prediction** (eq. (6)): the shared prompt plus the selected paths with
    their per-horizon reliabilities; one ledger entry per (used experience,
    horizon), ``store.defer`` with ``r = a_t * o_{t+h}`` due on day ``t + h``.
+
+Pre-test span: the first ``n_pretest`` days are walked like the others (they
+are not scored); at the barrier of the last one the initial hierarchy is
+induced from the collected paths (:meth:`PipeToE._induce_hierarchy`,
+``toe.init = "cluster"``), unless the tree came from a path CSV
+(``toe.init_tree``).
 
 At the barrier the updates apply in episode order (new factor nodes, recall
 counts, new directions, merges, hits, ledger entries); then, with the formula

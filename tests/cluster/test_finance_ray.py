@@ -25,7 +25,9 @@ TINY = {
     "seeds": [0],
     "plots": False,
     "synthetic": {"n_industries": 4, "n_days": 60, "events_per_day": 2.0, "seed": 4},
-    "protocol": {"max_days": 8, "horizons": [1, 2, 4]},  # short horizons: feedback every day
+    # short horizons: feedback every day; a 4-day pre-test span (clustering at its end) before 8 evaluated days
+    "protocol": {"max_days": 8, "horizons": [1, 2, 4], "pretest_start": "2025-01-06", "pretest_end": "2025-01-09",
+                 "start": "2025-01-10"},
     "llm": {"backend": "simulated"},
 }
 
