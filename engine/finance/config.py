@@ -10,6 +10,7 @@ and Pipe+MemRL), ``[sampling]`` (request parameters), ``[simulated_finance]``
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal, Mapping
 
 from engine.config import check, from_dict
@@ -181,6 +182,8 @@ def load_finance_config(data: Mapping[str, Any]) -> FinanceConfig:
     own = {k: v for k, v in data.items() if k not in ENGINE_TABLES}
     cfg = from_dict(FinanceConfig, own, "")
     check_files(cfg.prompts, "finance")
+    if cfg.toe.init_tree and not Path(cfg.toe.init_tree).is_file():
+        raise ConfigError(f"toe.init_tree must name a path CSV, got {cfg.toe.init_tree!r} (no such file)")
     return cfg
 
 

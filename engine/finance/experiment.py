@@ -19,7 +19,7 @@ The run folder (``--out DIR``):
 - ``predictions.npz``: ``s f8[N, T, H]`` per method and seed, ``alpha``, ``days``;
 - ``tree_formula_seed<k>/`` and ``tree_llm_seed<k>/``: the store checkpoint each
   Pipe+ToE run leaves (``toe store show DIR --tree``, ``toe store export DIR PATHS.csv``);
-  ``tsic_over_time.png`` and ``tree.png``.
+  ``tsic_over_time.png``, ``tsic_bars.png`` (Figure 3 layout) and ``tree.png``.
 
 Figures produced with ``llm.backend = "simulated"`` are labelled simulated in
 every output.

@@ -51,6 +51,7 @@ its own.
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from pathlib import Path
 from typing import Sequence
@@ -524,21 +525,16 @@ class PipeToE(FinanceMethod):
                                     f"{self.name}:merge_factor:{i}:{fkey}"))
             pairs.append((i, fkey, texts[best]))
         into: dict[tuple[int, int], str] = {}
-        owners = [self._stats_any(stats, i) for i, _, _ in pairs]
-        for (i, fkey, known), texts in zip(pairs, self._generate(llm, reqs, "merge", owners)):
+        for (i, fkey, known), texts in zip(pairs, self._generate(llm, reqs, "merge", [stats[p[0]] for p in pairs])):
             ans = P.parse_merge(texts[0] if texts else "")
             if ans is None:
-                self._stats_any(stats, i)["parse_failures"] += 1
+                stats[i]["parse_failures"] += 1
             elif ans[0]:
                 into[(i, fkey)] = known
-                self._stats_any(stats, i)["merges"] += 1
+                stats[i]["merges"] += 1
         if into:
             for (k, i), f in list(routed.items()):
                 routed[(k, i)] = into.get((i, normalized_key(_collapse(f))), f)
-
-    @staticmethod
-    def _stats_any(stats, i):
-        return stats[i]
 
     def _merge_new(self, view, industries, llm, stats, ov, ups, created) -> None:
         """Near-duplicate older siblings of new directions (cosine >= lam) go to the LLM merger; one batch."""
@@ -813,6 +809,7 @@ class PipeToE(FinanceMethod):
         np.save(directory / "route.npy", self.route)
         np.save(directory / "channel_hits.npy", self.channel_hits[: self.store.n_experiences])
         np.save(directory / "factor_into.npy", np.asarray(sorted(self.factor_into.items()), np.int64).reshape(-1, 2))
+        (directory / "toe_init.json").write_text(json.dumps(self.init_report))
 
     def load_state(self, directory: Path) -> None:
         directory = Path(directory)
@@ -823,3 +820,6 @@ class PipeToE(FinanceMethod):
         self.channel_hits[: ch.shape[0]] = ch
         fi = directory / "factor_into.npy"
         self.factor_into = {int(a): int(b) for a, b in np.load(fi).tolist()} if fi.exists() else {}
+        ini = directory / "toe_init.json"
+        if ini.exists():
+            self.init_report = json.loads(ini.read_text())

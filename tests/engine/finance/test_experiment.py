@@ -49,7 +49,9 @@ def test_run_writes_summary_table_plots_and_trees(tiny_run):
     assert meta["trees"]["Pipe+ToE"] == {"0": "tree_formula_seed0", "1": "tree_formula_seed1"}
     table = (tiny_run / "table.md").read_text()
     assert "simulated" in table and "| Pipe+ToE [simulated] |" in table and "formula-based [simulated]" in table
-    for f in ("tsic_over_time.png", "tree.png", "predictions.npz", "episodes.parquet", "config.toml"):
+    assert "Relative tsIC improvement over Pipe" in table and "| Pipe+ToE [simulated] | " in table
+    assert meta["news_pairs_dropped"] == 0 and meta["pretest"] is None
+    for f in ("tsic_over_time.png", "tsic_bars.png", "tree.png", "predictions.npz", "episodes.parquet", "config.toml"):
         assert (tiny_run / f).stat().st_size > 0
 
 

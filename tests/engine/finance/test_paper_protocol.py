@@ -175,6 +175,8 @@ def test_init_tree_loads_a_table_a1_path_csv(small_market, embedder, tmp_path):
                    "Nowhere,Macroeconomy,x,1,1,1,0,0,1\n")
     with pytest.raises(ConfigError, match="names industry 'Nowhere'"):
         _toe(small_market, embedder, eval_days(small_market)[:5], init_tree=str(csv))
+    with pytest.raises(ConfigError, match="toe.init_tree must name a path CSV"):
+        load_finance_config(dict(TINY, toe={"init_tree": str(tmp_path / "missing.csv")}))
 
 
 TINY = {
@@ -194,6 +196,7 @@ def test_memory_methods_initialize_from_the_same_pretest_span(tmp_path):
                                "methods": ["Pipe+MemRL", "Pipe+ToE"]}
     assert meta["first_day"] == cand[4]
     assert meta["toe_init"]["Pipe+ToE"]["0"]["init"] == "cluster"
+    assert meta["toe_init"]["Pipe+ToE"]["0"]["paths_collected"] > 0
     rec = pq.read_table(tmp_path / "episodes.parquet").to_pylist()
     pre = {m: sorted((r["day"], r["industry"]) for r in rec if r["method"] == m and r["day"] < 4)
            for m in TINY["methods"]}
