@@ -275,14 +275,21 @@ class PipeToE(FinanceMethod):
             raise ConfigError(f"toe.init_tree {path}: needs levels industry, factor, analysis_direction and columns "
                               f"{', '.join('q_' + h for h in want)}; got depth {src.depth} and horizons "
                               f"{', '.join(src.horizons)}")
-        paths = [src.path_texts(e) for e in range(src.n_experiences)]
+        keep = np.ones(src.n_experiences, bool)
+        import pyarrow.csv as pcsv
+
+        table = pcsv.read_csv(path)
+        if "active" in table.column_names:  # an export of a tree with merges: merged-away rows are left out
+            active = dict(zip(table.column("eid").to_pylist(), table.column("active").to_pylist()))
+            keep = np.array([bool(active[int(e)]) for e in src.external_ids.tolist()], bool)
+        paths = [src.path_texts(e) for e in np.flatnonzero(keep).tolist()]
         known = set(self.ctx.market.industries)
-        for e, p in enumerate(paths):
+        for p in paths:
             if len(p) != 3:
-                raise ConfigError(f"toe.init_tree {path}: eid {int(src.external_ids[e])} is not an industry > factor > "
-                                  f"direction path: {p}")
+                raise ConfigError(f"toe.init_tree {path}: {' > '.join(p)!r} is not an industry > factor > "
+                                  f"direction path")
             if p[0] not in known:
-                raise ConfigError(f"toe.init_tree {path}: eid {int(src.external_ids[e])} names industry {p[0]!r}, "
+                raise ConfigError(f"toe.init_tree {path}: path {' > '.join(p)!r} names industry {p[0]!r}, "
                                   f"not one of the market's ({', '.join(sorted(known))})")
         paths = [[_collapse(t) for t in p] for p in paths]
         rows = self.store.add_paths(paths, keys=[[normalized_key(t) for t in p] for p in paths],
@@ -291,11 +298,11 @@ class PipeToE(FinanceMethod):
             dup = int(np.flatnonzero(np.bincount(rows) > 1)[0])
             raise ConfigError(f"toe.init_tree {path}: two rows give the same path after whitespace/case "
                               f"normalisation: {paths[int(np.flatnonzero(rows == dup)[0])]}")
-        self.store.set_reliability(rows, np.clip(src.reliability, self.cfg.q_min, self.cfg.q_max))
-        self.store.set_counts(rows, src.recall, src.hit)
+        self.store.set_reliability(rows, np.clip(src.reliability[keep], self.cfg.q_min, self.cfg.q_max))
+        self.store.set_counts(rows, src.recall[keep], src.hit[keep])
         order = np.argsort(rows)
         ext = np.zeros(self.store.n_experiences, np.int64)
-        ext[rows[order]] = src.external_ids[order]
+        ext[rows[order]] = src.external_ids[keep][order]
         if np.all(np.diff(ext) > 0):
             self.store.set_external_ids(ext)
 

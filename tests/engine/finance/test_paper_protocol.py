@@ -171,6 +171,11 @@ def test_init_tree_loads_a_table_a1_path_csv(small_market, embedder, tmp_path):
     assert st.hit[e] == 208 and st.recall[e] == 705
     fnode = _view(m).find(int(m.industry_node[0]), normalized_key("macroeconomy"))
     assert fnode == int(st.paths[e, 1])  # the run's routing finds the imported factor
+    exported = tmp_path / "exported.csv"  # `toe store export` of a tree with a merge: the merged-away row is left out
+    exported.write_text("industry,factor,analysis_direction,q_h10,q_h20,q_h40,recall,hit,eid,active,merged_into\n"
+                        f"{ind},Macroeconomy,A,1.5,1,1,3,2,0,true,-1\n{ind},Macroeconomy,A soon,1,1,1,0,0,1,false,0\n")
+    m2 = _toe(small_market, embedder, eval_days(small_market)[:5], init_tree=str(exported))
+    assert m2.store.n_experiences == 1 and m2.store.path_texts(0)[-1] == "A" and m2.store.reliability[0, 0] == 1.5
     csv.write_text("industry,factor,analysis_direction,q_h10,q_h20,q_h40,recall,hit,eid\n"
                    "Nowhere,Macroeconomy,x,1,1,1,0,0,1\n")
     with pytest.raises(ConfigError, match="names industry 'Nowhere'"):
