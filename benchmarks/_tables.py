@@ -86,6 +86,21 @@ def store_memory(data: dict) -> list[str]:
             f"{mem['process_maxrss_bytes']:,} | - |"]
 
 
+def store_summary(data: dict) -> list[str]:
+    """docs/store.md: the headline ratios of the store benchmark, each with its target."""
+    f = latest(data, "n=10000000")
+    u, r, t = f["updates_per_s"], f["ratios"], f["targets"]
+    return ["| measured | figure | target |", "|---|---|---|",
+            f"| formula kernel, {_pow10(f['n_experiences'])} experiences, {f['horizons']} horizons, {_pow10(f['updates'])} "
+            f"random updates | {u['formula'] / 1e6:.1f} M updates/s | - |",
+            f"| vs a plain Numba random scatter-add over the same rows | **{_x(r['vs_scatter_add'])}** "
+            f"({r['vs_scatter_add_prefetch']:.2f}x one given the same software prefetch) | >= {t['vs_scatter_add']:g}x |",
+            f"| vs a plain-Python dict-of-rows loop | **{_x(r['vs_python'])}** | >= {t['vs_python']:g}x |",
+            f"| vs a pandas `.loc` path table | **{_x(r['vs_pandas'])}** | >= {t['vs_pandas']:g}x |",
+            f"| peak memory during an update batch / raw bytes of all declared columns | **{f['memory']['peak_over_raw']:.2f}x** "
+            f"({f['memory']['peak_over_raw_persisted']:.2f}x against only what a checkpoint stores) | <= {t['memory']:g}x |"]
+
+
 # --- Game of 24 core --------------------------------------------------------------------------------
 
 _G24 = {
@@ -396,12 +411,14 @@ TABLES = {
     "bench-sandbox-table": ("benchmarks/results/sandbox.md", "sandbox", sandbox),
     "speed-table": ("README.md", "*", speed),
     "index-summary-table": ("docs/retrieval.md", "index", index_summary),
+    "store-summary-table": ("docs/store.md", "store", store_summary),
     "cluster-speedup-table": ("docs/cluster.md", "cluster", cluster_speedup),
 }
 
 # which run keys each table reads (for the footer's commands); default: every run of the topic
 KEYS = {
     "bench-store-update-table": ["n=10000000"], "bench-store-memory-table": ["n=10000000"],
+    "store-summary-table": ["n=10000000"],
     "bench-llm-overhead-table": ["overhead"], "bench-llm-local-table": ["local,threads=1", "local,threads=2"],
     "bench-index-10k-table": ["n=10000,dim=384"], "bench-index-100k-table": ["n=100000,dim=384"],
     "bench-index-1m-table": ["n=1000000,dim=64"],
