@@ -15,7 +15,7 @@ compile times rather than cache loads):
    per solvable state, vs the same in pure Python. Writing Parquet is excluded
    from both sides and reported separately.
 
-Command (figures in benchmarks/results/game24_core.md)::
+Command (writes benchmarks/results/game24_core.json; tables in benchmarks/results/game24_core.md, by build_results.py)::
 
     NUMBA_CACHE_DIR=$(mktemp -d) python -m pytest benchmarks/test_game24.py \\
         --benchmark-only --benchmark-timer=time.process_time -s

@@ -24,7 +24,7 @@
 
 Figures from the simulated policy are SIMULATED (a test harness, not a model).
 
-Command (figures in benchmarks/results/llm.md)::
+Command (writes benchmarks/results/llm.json; tables in benchmarks/results/llm.md, by build_results.py)::
 
     python -m pytest benchmarks/test_llm.py --benchmark-only --benchmark-timer=time.process_time -s
 

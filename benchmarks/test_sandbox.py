@@ -5,7 +5,7 @@ A trivial MemTool (``run_tool`` returns "ok") through :func:`engine.forecast.san
 tmpfs and back) against the reference measured in the same run: ``python -I -S -c pass`` as a plain
 subprocess (the interpreter start every call pays anyway). Wall time, interleaved rounds, medians.
 
-Command (figures in benchmarks/results/sandbox.md)::
+Command (writes benchmarks/results/sandbox.json; tables in benchmarks/results/sandbox.md, by build_results.py)::
 
     python -m pytest benchmarks/test_sandbox.py --benchmark-only -s
 """
