@@ -163,7 +163,6 @@ def _finance_metric(metric: str) -> Callable[[dict], list[str]]:
     return render
 
 
-# marker name -> (document, run, renderer)
 def prophet_reference(summary: dict) -> list[str]:
     """README: Brier of the Market and Uniform reference rows per category on every loaded question."""
     rows = {r["method"]: r for r in summary["meta"]["reference_all"]}
@@ -226,6 +225,7 @@ def futurex_accuracy(summary: dict) -> list[str]:
 # tables of reference rows that no model produced (no [simulated] tag: nothing was simulated)
 NO_MODEL_TABLES = {"prophet-reference-table", "prophet-reference-full-table"}
 
+# marker name -> (document, run in RUNS, renderer)
 TABLES: dict[str, tuple[str, str, Callable[[dict], list[str]]]] = {
     "prophet-reference-table": ("README.md", "prophet-arena", prophet_reference),
     "prophet-reference-full-table": ("docs/forecast.md", "prophet-arena", prophet_reference_full),
