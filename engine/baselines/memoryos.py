@@ -102,8 +102,9 @@ def page_text(page: dict) -> str:
 
 def rule_summaries(text: str) -> list[dict]:
     """Rule multi-summary (simulated backend): one theme, its 3 keywords, the first sentence of the answers."""
-    kws = keywords(text, 3)
-    body = text.split("Assistant: ", 1)[-1]
+    body = " ".join(line.split("Assistant: ", 1)[1] for line in text.splitlines() if line.startswith("Assistant: "))
+    body = body or text
+    kws = keywords(body, 3)
     return [{"theme": " ".join(kws[:2]) or "evidence", "keywords": kws, "content": first_sentence(body, 160)}]
 
 
