@@ -18,8 +18,8 @@ task-agnostic interface, text in and text out:
 * ``memory.texts()``: everything the memory holds now (tests, audits).
 
 Rules (``mode = "rule"``, the simulated backend) are functions of the prompt's
-payload only; :func:`simulated_reply` gives the same answers to the rendered
-prompts, so a simulated policy answers them too (``extraction = "llm"`` under
+payload only; :func:`engine.baselines.paper_simulated.simulated_reply` gives the
+same answers to the rendered prompts, so a simulated policy answers them too (``extraction = "llm"`` under
 the simulated backend then stores what ``"rule"`` stores).
 """
 
@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from typing import Generator, Iterable, Sequence
+from typing import Generator, Iterable
 
 from engine.baselines.common import first_text
 from engine.llm.base import Request
@@ -127,14 +127,3 @@ def capitalised_phrases(text: str) -> list[str]:
 
 def normalise(text: str) -> str:
     return " ".join(str(text).lower().split())
-
-
-def simulated_reply(messages: Sequence[dict]) -> str | None:
-    """A simulated answer to one of the five memories' prompts, or None for any other prompt."""
-    from engine.baselines import amem, hipporag, langmem, lightmem, memoryos
-
-    for module in (hipporag, memoryos, amem, lightmem, langmem):
-        text = module.simulated_reply(list(messages))
-        if text is not None:
-            return text
-    return None

@@ -341,7 +341,7 @@ class _Counting:
 
 def _memory_batches(llm):
     """Batches holding the memories' own prompts (not the forecaster's)."""
-    from engine.baselines.docmem import simulated_reply
+    from engine.baselines.paper_simulated import simulated_reply
 
     out = []
     for b in llm.batches:
