@@ -18,6 +18,7 @@ import numpy as np
 
 from engine.errors import InputError, StoreError
 from engine.store import validate as V
+from kernels.ledger_hash import entry_hash
 
 LEDGER_COLUMNS: dict[str, str] = {
     "episode": "i8",  # episode id that used the experience
@@ -31,20 +32,9 @@ LEDGER_COLUMNS: dict[str, str] = {
 PENDING, APPLIED = 0, 1
 
 
-def _mix(x: np.ndarray) -> np.ndarray:
-    x = x.astype(np.uint64, copy=True)
-    with np.errstate(over="ignore"):
-        x ^= x >> np.uint64(30)
-        x *= np.uint64(0xBF58476D1CE4E5B9)
-        x ^= x >> np.uint64(27)
-        x *= np.uint64(0x94D049BB133111EB)
-        x ^= x >> np.uint64(31)
-    return x
-
-
 def _entry_hash(episode, eid, horizon) -> np.ndarray:
-    with np.errstate(over="ignore"):
-        return _mix(_mix(_mix(episode.astype(np.uint64)) ^ eid.astype(np.uint64)) ^ horizon.astype(np.uint64))
+    return entry_hash(np.ascontiguousarray(episode, np.int64), np.ascontiguousarray(eid, np.int64),
+                      np.ascontiguousarray(horizon, np.int64))
 
 
 class FeedbackLedger:
@@ -73,13 +63,14 @@ class FeedbackLedger:
     def n_pending(self) -> int:
         return int((self._cols["status"][: self._n] == PENDING).sum())
 
-    def _find(self, episode, eid, horizon) -> np.ndarray:
-        """Entry index of each key, or -1."""
+    def _find(self, episode, eid, horizon, h=None) -> np.ndarray:
+        """Entry index of each key, or -1 (``h``: the keys' hashes, when the caller has them)."""
         out = np.full(eid.shape[0], -1, dtype=np.int64)
         hs = self._hash_sorted
         if hs.size == 0 or eid.size == 0:
             return out
-        h = _entry_hash(episode, eid, horizon)
+        if h is None:
+            h = _entry_hash(episode, eid, horizon)
         pos = np.minimum(np.searchsorted(hs, h), hs.shape[0] - 1)
         cand = self._hash_order[pos]
         c = self._cols
@@ -105,14 +96,18 @@ class FeedbackLedger:
             if arr.shape[0] != b:
                 raise InputError(f"{name} must have {b} entries (one per eid), got {arr.shape[0]}")
         h = _entry_hash(episode, eids, horizon)
-        if b:
-            uniq, first, counts = np.unique(h, return_index=True, return_counts=True)
-            if (counts > 1).any():
-                dup = int(np.flatnonzero(h == uniq[counts > 1][0])[1])
+        order = np.argsort(h, kind="stable")
+        hs = h[order]
+        same = np.flatnonzero(hs[1:] == hs[:-1])
+        if same.size:  # equal hashes: a repeated key, unless (2^-64) a collision of distinct keys
+            a, z = order[same], order[same + 1]
+            rep = (episode[a] == episode[z]) & (eids[a] == eids[z]) & (horizon[a] == horizon[z])
+            if rep.any():
+                dup = int(z[np.flatnonzero(rep)].min())
                 raise InputError(
                     f"ledger entry (episode={episode[dup]}, eid={eids[dup]}, horizon={horizon[dup]}) "
                     f"appears twice in the batch (position {dup})")
-        found = self._find(episode, eids, horizon)
+        found = self._find(episode, eids, horizon, h)
         old = found >= 0
         if old.any():
             c = self._cols
