@@ -11,15 +11,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-
-@numba.njit(cache=True, inline="always")
-def _mix(x):
-    x ^= x >> np.uint64(30)
-    x *= np.uint64(0xBF58476D1CE4E5B9)
-    x ^= x >> np.uint64(27)
-    x *= np.uint64(0x94D049BB133111EB)
-    x ^= x >> np.uint64(31)
-    return x
+from kernels.store_tree import mix64 as _mix
 
 
 @numba.njit(cache=True)
@@ -31,3 +23,36 @@ def entry_hash(episode, eid, horizon):
         x = _mix(x ^ np.uint64(eid[i]))
         out[i] = _mix(x ^ np.uint64(horizon[i]))
     return out
+
+
+# --- the index: open addressing over entry ids -----------------------------------------------
+# ``table i8[2^k]`` holds entry ids (-1 = empty) at ``hash & (2^k - 1)``, linear probing; a slot's
+# key is compared on the entry's own columns, so a hash collision never confuses two entries.
+
+
+@numba.njit(cache=True)
+def index_find(table, col_episode, col_eid, col_horizon, h, episode, eid, horizon, out):
+    """``out[i]`` = the entry id keyed ``(episode[i], eid[i], horizon[i])`` (hash ``h[i]``), or -1."""
+    mask = np.uint64(table.shape[0] - 1)
+    for i in range(h.shape[0]):
+        p = np.int64(h[i] & mask)
+        out[i] = -1
+        while True:
+            e = table[p]
+            if e < 0:
+                break
+            if col_episode[e] == episode[i] and col_eid[e] == eid[i] and col_horizon[e] == horizon[i]:
+                out[i] = e
+                break
+            p = (p + 1) & np.int64(mask)
+
+
+@numba.njit(cache=True)
+def index_insert(table, h, ids):
+    """Insert entry ``ids[i]`` with hash ``h[i]`` (keys known to be absent; the table has room)."""
+    mask = np.uint64(table.shape[0] - 1)
+    for i in range(h.shape[0]):
+        p = np.int64(h[i] & mask)
+        while table[p] >= 0:
+            p = (p + 1) & np.int64(mask)
+        table[p] = ids[i]
