@@ -58,9 +58,9 @@ RUNS = {
     "game24-filtered": (".venv/bin/toe run configs/game24.toml --set tot.drop_invalid_steps=true "
                         "--set 'methods=[\"tot\",\"toe-supply\",\"toe-guide\"]' --out runs/game24-filtered"),
     "forecast-baselines": (".venv/bin/toe run configs/prophet-arena.toml --set llm.backend=simulated "
-                           "--set 'run.methods=[\"foredreamer\",\"full_text\",\"rag\",\"mem0\",\"memrl\",\"reme\",\"flex\"]' "
-                           "--set run.max_questions=3 --set 'data.categories=[]' --set agent.top_k=4 "
-                           "--set agent.context_chars=30000 --out runs/pa-baselines"),
+                           "--set 'run.methods=[\"foredreamer\",\"full_text\",\"rag\",\"mem0\",\"memrl\",\"reme\",\"flex\","
+                           "\"hipporag\",\"memoryos\",\"amem\",\"lightmem\",\"langmem\"]' --set run.max_questions=3 "
+                           "--set 'data.categories=[]' --set agent.top_k=4 --set agent.context_chars=30000 --out runs/pa-baselines"),
     "futurex": (".venv/bin/toe run configs/futurex.toml --set llm.backend=simulated --set run.max_questions=0 "
                 "--set 'run.methods=[\"foredreamer\",\"full_text\",\"rag\",\"mem0\",\"memrl\",\"reme\",\"flex\"]' "
                 "--out runs/futurex"),

@@ -51,6 +51,7 @@ import numpy as np
 from engine.finance import prompts as P
 from engine.finance.config import ToEConfig
 from engine.finance.methods import FinanceMethod, StreamContext, _stats_for
+from engine.llm import structured as S
 from engine.rounds import EpisodeResult
 from engine.store import ExperienceStore, normalized_key
 from kernels import store_tree as KT
@@ -272,7 +273,8 @@ class PipeToE(FinanceMethod):
                 exps = [(eid, tuple(view.path_texts(eid)), float(view.reliability[eid, hc]))
                         for eid in dict.fromkeys(refs)]
                 prompt = P.update_prompt(ctx.market.industries[i], ctx.date(d0), ctx.horizons[hc], a, o, a * o, exps)
-                reqs.append(ctx.request(prompt, f"{self.name}:update:{epi}:{hc}"))
+                reqs.append(ctx.request(prompt, f"{self.name}:update:{epi}:{hc}",
+                                        S.finance_update([x[0] for x in exps], self.cfg.q_min, self.cfg.q_max)))
                 shown.append((i, hc, rs, refs, exps))
                 owners.append(stats[i])
         deltas: dict[int, list] = defaultdict(list)
@@ -319,7 +321,8 @@ class PipeToE(FinanceMethod):
             name = ctx.market.industries[i]
             known = [view.node_text(c) for c in view.children(int(self.industry_node[i]))]
             factors = list(dict.fromkeys(list(self.cfg.factors) + known))
-            reqs.append(ctx.request(P.route_prompt(name, factors, nw.title[k], nw.content[k]), f"{self.name}:route:{k}"))
+            reqs.append(ctx.request(P.route_prompt(name, factors, nw.title[k], nw.content[k]), f"{self.name}:route:{k}",
+                                    S.FINANCE_ROUTE))
         routed: dict[tuple[int, int], str] = {}
         for (k, i), texts in zip(todo, self._generate(llm, reqs, "route", [stats[i] for _, i in todo])):
             f = P.parse_route(texts[0] if texts else "")
@@ -352,7 +355,7 @@ class PipeToE(FinanceMethod):
             recall[i].extend(cands.tolist())
             listed = [(int(e), view.node_text(int(view._exp["path"][e, 2]))) for e in cands]
             reqs.append(ctx.request(P.rerank_prompt(name, factor, nw.title[k], nw.content[k], listed),
-                                    f"{self.name}:rerank:{day}:{k}"))
+                                    f"{self.name}:rerank:{day}:{k}", S.finance_rerank(cands.tolist())))
             meta.append((k, i, fnode, fkey, cands))
         selected: list[list[int]] = []
         created: dict[int, list[int]] = defaultdict(list)
@@ -448,7 +451,7 @@ class PipeToE(FinanceMethod):
                     continue
                 ind, fac, _ = self._path(view, o, i, ref)
                 reqs.append(self.ctx.request(P.merge_prompt(ind, fac, texts[best], mine),
-                                             f"{self.name}:merge:{ref}"))
+                                             f"{self.name}:merge:{ref}", S.FINANCE_MERGE))
                 pairs.append((i, sibs[best], ref))
         keep_of: dict[int, list] = defaultdict(list)
         drop_of: dict[int, list] = defaultdict(list)
