@@ -18,6 +18,8 @@ SIMULATED policies only (seeded test harnesses, not models): the figures say how
 
     python benchmarks/staleness.py            # writes docs/results/staleness/{staleness.json,staleness.md,staleness.png}
 
+``TOE_STALENESS_TASKS=game24`` reruns only that task's rows and keeps the others.
+
 Prophet Arena reads its CSV files from ``TOE_PA_DATA`` (default: the config's ``data.path``).
 The local executor runs everything; the Ray executor gives the same figures at the same round
 size and ``pipeline_rounds`` (tests/cluster).
@@ -37,7 +39,9 @@ import _workloads as W  # noqa: E402
 from engine.executor import LocalExecutor  # noqa: E402
 
 OUT = W.ROOT / "docs" / "results" / "staleness"
-GAME24_ROUNDS = [1, 5, 25, 100, 400]
+# (round_size, pipeline_rounds): round sizes 1 .. the whole stream, and the pipelined settings of the scaling study
+GAME24_CONFIGS = [(1, 0), (5, 0), (25, 0), (50, 0), (100, 0), (400, 0), (25, 1), (64, 1), (128, 1)]
+TASKS = os.environ.get("TOE_STALENESS_TASKS", "game24,finance,prophet-arena").split(",")
 FIN_ROUNDS = [1, 8, 16, 40, 200, 2400]
 PA_PIPELINE = [0, 1, 3, 7, 15]
 
@@ -61,10 +65,10 @@ def game24_rows():
     rows.append({"task": "game24", "method": "ToT", "round_size": 25, "pipeline_rounds": 0, "in_flight": 25,
                  "accuracy": base["acc_any"], "calls": base["calls"]})
     wl = W.game24("toe")
-    for size in GAME24_ROUNDS:
-        (row,), wall = _run(wl, size)
-        rows.append({"task": "game24", "method": "ToT+ToE", "round_size": size, "pipeline_rounds": 0,
-                     "in_flight": size, "accuracy": row["acc_any"], "calls": row["calls"], "wall_s": wall})
+    for size, p in GAME24_CONFIGS:
+        (row,), wall = _run(wl, size, p)
+        rows.append({"task": "game24", "method": "ToT+ToE", "round_size": size, "pipeline_rounds": p,
+                     "in_flight": size * (p + 1), "accuracy": row["acc_any"], "calls": row["calls"], "wall_s": wall})
         print(rows[-1], flush=True)
     return rows
 
@@ -100,9 +104,11 @@ def markdown(rows) -> str:
     f = [r for r in rows if r["task"] == "finance"]
     p = [r for r in rows if r["task"] == "prophet-arena"]
     lines = ["SIMULATED policies (test harnesses, not models); local executor, seed 0.", "",
-             "| Game of 24 | round size | accuracy (test, acc_any) | LLM calls / test puzzle |",
-             "| --- | ---: | ---: | ---: |"]
-    lines += [f"| {r['method']} | {r['round_size']} | {r['accuracy']:.3f} | {r['calls']:.1f} |" for r in g]
+             "| Game of 24 | round size | pipeline_rounds | episodes in flight | accuracy (test, acc_any) | "
+             "LLM calls / test puzzle |",
+             "| --- | ---: | ---: | ---: | ---: | ---: |"]
+    lines += [f"| {r['method']} | {r['round_size']} | {r['pipeline_rounds']} | {r['in_flight']} | "
+              f"{r['accuracy']:.3f} | {r['calls']:.1f} |" for r in g]
     if f:
         hs = list(f[0]["tsIC"])
         lines += ["", "| Finance | round size (8 = one day, the task's) | "
@@ -124,13 +130,16 @@ def plot(rows, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
-    g = [r for r in rows if r["task"] == "game24" and r["method"] == "ToT+ToE"]
+    g = [r for r in rows if r["task"] == "game24" and r["method"] == "ToT+ToE" and not r["pipeline_rounds"]]
+    gp = [r for r in rows if r["task"] == "game24" and r["method"] == "ToT+ToE" and r["pipeline_rounds"]]
     tot = [r for r in rows if r["task"] == "game24" and r["method"] == "ToT"]
     ax = axes[0]
-    ax.plot([r["in_flight"] for r in g], [r["accuracy"] for r in g], "o-", label="ToT+ToE")
+    ax.plot([r["in_flight"] for r in g], [r["accuracy"] for r in g], "o-", label="ToT+ToE, round size")
+    if gp:
+        ax.plot([r["in_flight"] for r in gp], [r["accuracy"] for r in gp], "s", label="ToT+ToE, pipeline_rounds=1")
     if tot:
         ax.axhline(tot[0]["accuracy"], color="grey", ls="--", label="ToT (learns nothing)")
-    ax.set(xscale="log", xlabel="round size (episodes without each other's experience)",
+    ax.set(xscale="log", xlabel="episodes in flight (round size x (pipeline_rounds+1))",
            ylabel="test accuracy", title="Game of 24 [SIMULATED]")
     ax.legend(fontsize=8)
     f = [r for r in rows if r["task"] == "finance"]
@@ -151,11 +160,17 @@ def plot(rows, path: Path) -> None:
 
 def main() -> int:
     OUT.mkdir(parents=True, exist_ok=True)
-    rows = game24_rows() + finance_rows()
-    try:
-        rows += prophet_arena_rows()
-    except FileNotFoundError as exc:
-        print(f"Prophet Arena skipped: {exc}", file=sys.stderr)
+    old = json.loads((OUT / "staleness.json").read_text())["rows"] if (OUT / "staleness.json").exists() else []
+    rows = [r for r in old if r["task"] not in TASKS]  # TOE_STALENESS_TASKS reruns some tasks, keeps the others
+    rows += game24_rows() if "game24" in TASKS else []
+    rows += finance_rows() if "finance" in TASKS else []
+    if "prophet-arena" in TASKS:
+        try:
+            rows += prophet_arena_rows()
+        except FileNotFoundError as exc:
+            print(f"Prophet Arena skipped: {exc}", file=sys.stderr)
+    order = {"game24": 0, "finance": 1, "prophet-arena": 2}
+    rows.sort(key=lambda r: order[r["task"]])
     meta = {"simulated": True, "load_average_before": os.getloadavg()[0],
             "command": "python benchmarks/staleness.py"}
     (OUT / "staleness.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=2) + "\n")
