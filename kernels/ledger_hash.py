@@ -11,15 +11,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-
-@numba.njit(cache=True, inline="always")
-def _mix(x):
-    x ^= x >> np.uint64(30)
-    x *= np.uint64(0xBF58476D1CE4E5B9)
-    x ^= x >> np.uint64(27)
-    x *= np.uint64(0x94D049BB133111EB)
-    x ^= x >> np.uint64(31)
-    return x
+from kernels.store_tree import mix64 as _mix
 
 
 @numba.njit(cache=True)
