@@ -45,7 +45,7 @@ from cluster.auth import connection_hint, enable_driver_token_auth
 from cluster.store_actors import StoreOwner
 from cluster.workers import EpisodePool, EpisodeWorker
 from engine.errors import BackendError, ConfigError
-from engine.executor import RoundLoop, check_cluster_resources, worker_stats
+from engine.executor import RoundLoop, books_since, check_cluster_resources, worker_stats
 
 
 def _run_share(method_ref, snapshot_refs, actor, episodes):
@@ -72,6 +72,8 @@ class RayExecutor(RoundLoop):
             tensor-parallel workers there (vLLM's and Ray Data LLM's documented pattern).
         startup_timeout_s: how long to wait for the actors to be scheduled and built
             (an LLM engine load included) before failing with the resources asked for.
+        pipeline_rounds: rounds in flight beyond the one collected (:class:`engine.executor.RoundLoop`):
+            a worker done with its share of round k starts on round k+1 while the others finish.
     """
 
     name = "ray"
@@ -80,8 +82,8 @@ class RayExecutor(RoundLoop):
                  num_gpus_per_worker: float = 0.0, store_shards: int = 1, chunks_per_worker: int = 1,
                  max_restarts: int = 2, max_attempts: int = 3, init_kwargs: dict | None = None,
                  checkpoint_every: int = 1, startup_timeout_s: float = 900.0, tensor_parallel_size: int = 1,
-                 stats_path=None):
-        super().__init__(checkpoint_every, stats_path)
+                 stats_path=None, pipeline_rounds: int = 0):
+        super().__init__(checkpoint_every, stats_path, pipeline_rounds)
         for key, value, low in (("workers", workers, 1), ("store_shards", store_shards, 1),
                                 ("chunks_per_worker", chunks_per_worker, 1), ("max_restarts", max_restarts, 0),
                                 ("max_attempts", max_attempts, 1), ("tensor_parallel_size", tensor_parallel_size, 1)):
@@ -215,34 +217,65 @@ class RayExecutor(RoundLoop):
         self.pool = EpisodePool(self.workers, self.max_restarts, self.max_attempts)
         self._per_worker = [{"episodes": 0, "busy_s": 0.0, "cpu_s": 0.0, "llm_calls": 0}
                             for _ in range(self.n_workers)]
+        self._server_start: dict[int, dict] = {}  # a worker's engine books at its first share of this run
+        self._server_now: dict[int, dict] = {}
         self._store_apply: list[float] = []
+        self._round_of: dict[int, int] = {}  # episode id -> round, for shares of several rounds in flight
+        self._finished: dict[int, list] = {}  # round -> [(share ref, results, stats)] collected so far
+        self._shares_left: dict[int, int] = {}
 
-    def _run_round(self, index, batch, progress):
+    def _submit_round(self, index, batch, progress):
         # Queued behind the previous round's apply on each store owner (an actor runs its calls in
         # order), so the shares start as soon as the owners have applied it: no driver round trip.
+        # With pipeline_rounds > 0 this is called before the later applies, so the round reads the
+        # experience applied so far (RoundLoop), and its shares wait for idle workers in the pool.
         snapshot_refs = [s.snapshot.remote() for s in self._active_stores]
         n_chunks = min(len(batch), self.n_workers * self.chunks_per_worker)
         bounds = np.linspace(0, len(batch), n_chunks + 1).round().astype(int)
         submit = functools.partial(_run_share, self._method_ref, snapshot_refs)
         self.pool.sort_idle()  # share i -> worker i: reruns of a round meet the same warm caches
+        for e in batch:
+            self._round_of[e.episode_id] = index
+        self._finished[index] = []
+        self._shares_left[index] = n_chunks
         for a, b in zip(bounds[:-1], bounds[1:]):
             self.pool.submit(submit, batch[a:b])
-        out, busiest = [], {}
-        self._share_refs = []
-        while self.pool.has_next():
+        return index, progress
+
+    def _collect_round(self, handle):
+        index, progress = handle
+        while self._shares_left[index]:
             ref, (results, st) = self.pool.get_next_with_ref()
-            self._share_refs.append(ref)
-            out.extend(results)
+            if not results:
+                raise AssertionError("an episode share returned no results")
+            k = self._round_of[results[0].episode_id]
+            self._finished[k].append((ref, results, st))
+            self._shares_left[k] -= 1
             w = self._per_worker[st["worker"]]
             w["episodes"] += st["episodes"]
             w["busy_s"] += st["busy_s"]
             w["cpu_s"] += st["cpu_s"]
             w["llm_calls"] += st["llm_calls"]
-            busiest[st["worker"]] = busiest.get(st["worker"], 0.0) + st["busy_s"]
+            if st.get("server") is not None:
+                self._server_start.setdefault(st["worker"], st["server_before"])
+                self._server_now[st["worker"]] = st["server"]
             if progress is not None:
                 progress(st["episodes"])
+        shares = self._finished.pop(index)
+        del self._shares_left[index]
+        out, busiest = [], {}
+        self._share_refs = []
+        for ref, results, st in shares:
+            self._share_refs.append(ref)
+            out.extend(results)
+            busiest[st["worker"]] = busiest.get(st["worker"], 0.0) + st["busy_s"]
+            for r in results:
+                self._round_of.pop(r.episode_id, None)
         self._round_compute = max(busiest.values(), default=0.0)
         return out
+
+    def _run_round(self, index, batch, progress):
+        return self._collect_round(self._submit_round(index, batch, progress))
 
     def _apply(self, index, results, staging):
         """The barrier: every store owner applies the round (the workers' share refs, no re-serialization).
@@ -287,7 +320,9 @@ class RayExecutor(RoundLoop):
 
     def _worker_stats(self) -> list[dict[str, Any]]:
         retried = getattr(getattr(self, "pool", None), "retried", [0] * self.n_workers)
-        return [worker_stats(f"ray-{i}", w["episodes"], w["busy_s"], w["llm_calls"], retried[i], w["cpu_s"])
+        now, start = getattr(self, "_server_now", {}), getattr(self, "_server_start", {})
+        return [worker_stats(f"ray-{i}", w["episodes"], w["busy_s"], w["llm_calls"], retried[i], w["cpu_s"],
+                             books_since(now.get(i), start.get(i)))
                 for i, w in enumerate(getattr(self, "_per_worker", []))]
 
     def _record_stats(self, timing, wall, first, n_results, finished=False):

@@ -29,6 +29,7 @@ import ray
 import ray.util
 
 from engine.errors import BackendError
+from engine.executor import server_books
 from engine.llm.base import MeteredBackend
 from engine.rounds import Episode, EpisodeResult
 
@@ -55,6 +56,7 @@ class EpisodeWorker:
         if key != self._method_key:
             self.method, self._method_key = ray.get(method_ref[0]), key
         calls0 = self.llm.meter.total.calls
+        server0 = server_books(self.llm)
         if len(snapshot_parts) == 1:
             snapshot = snapshot_parts[0]
         else:
@@ -63,6 +65,8 @@ class EpisodeWorker:
         stats = {"worker": self.index, "episodes": len(episodes), "busy_s": time.perf_counter() - t0,
                  "cpu_s": time.process_time() - c0, "llm_calls": self.llm.meter.total.calls - calls0,
                  "pid": os.getpid(), "started_at": started, "ended_at": time.time()}
+        if server0 is not None:  # a modelled engine (llm.backend = "server_model"): its books before and after
+            stats["server_before"], stats["server"] = server0, server_books(self.llm)
         return results, stats
 
     def pid(self) -> int:

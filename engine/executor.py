@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections import deque
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -144,19 +145,32 @@ def progress_bar(total: int, enabled: bool = True, desc: str = "episodes", round
 class RoundLoop:
     """The executor-independent round loop; subclasses say where episodes run and where updates land.
 
-    Per round: ``_run_round`` returns the round's results (any order), the loop
-    checks one result per episode, ``_apply`` applies them at the barrier in
-    episode order (and writes the method state into the staging folder when
-    checkpointing), then the loop commits the checkpoint. Episode ids already
-    applied are refused, so an update is never applied twice.
+    Per round: ``_submit_round`` starts the round on the current snapshot and
+    ``_collect_round`` returns its results (any order; the default pair runs
+    ``_run_round``), the loop checks one result per episode, ``_apply`` applies
+    them at the barrier in episode order (and writes the method state into the
+    staging folder when checkpointing), then the loop commits the checkpoint.
+    Episode ids already applied are refused, so an update is never applied twice.
+
+    ``pipeline_rounds = p`` (``[cluster] pipeline_rounds``, default 0) keeps ``p``
+    rounds in flight beyond the one being collected: round ``k`` is submitted right
+    after round ``k - p - 1`` is applied, so it reads the experience of rounds
+    ``0 .. k-p-1`` and runs while rounds ``k-p .. k-1`` finish (workers that finish
+    a round early start the next; the barrier is overlapped). Deterministic: the
+    same ``p`` gives the same results on every executor; ``p = 0`` is the plain
+    round loop. Not combined with checkpoints (a resumed run would need the
+    in-flight rounds' snapshots).
     """
 
     name = "base"
 
-    def __init__(self, checkpoint_every: int = 1, stats_path: str | Path | None = None):
+    def __init__(self, checkpoint_every: int = 1, stats_path: str | Path | None = None, pipeline_rounds: int = 0):
         if checkpoint_every < 1:
             raise ConfigError(f"checkpoint_every must be >= 1, got {checkpoint_every}")
+        if not isinstance(pipeline_rounds, int) or isinstance(pipeline_rounds, bool) or pipeline_rounds < 0:
+            raise ConfigError(f"pipeline_rounds must be an integer >= 0, got {pipeline_rounds!r}")
         self.checkpoint_every = checkpoint_every
+        self.pipeline_rounds = pipeline_rounds
         # each finished run appends {"method": ..., **stats} here as one JSON line (the run folder's
         # executor_stats.jsonl when made by make_executor): per-worker throughput in the results
         self.stats_path = None if stats_path is None else Path(stats_path)
@@ -168,6 +182,14 @@ class RoundLoop:
 
     def _run_round(self, index: int, batch: list[Episode], progress: ProgressFn | None
                    ) -> list[EpisodeResult]: ...
+
+    def _submit_round(self, index: int, batch: list[Episode], progress: ProgressFn | None) -> Any:
+        """Start round ``index`` on the experience applied so far; a handle for :meth:`_collect_round`."""
+        return index, batch, progress
+
+    def _collect_round(self, handle: Any) -> list[EpisodeResult]:
+        """Wait for the round ``handle`` stands for; its results (any order). Sets ``_round_compute``."""
+        return self._run_round(*handle)
 
     def _apply(self, index: int, results: list[EpisodeResult], staging: Path | None) -> None: ...
 
@@ -186,6 +208,10 @@ class RoundLoop:
         _check_episodes(episodes)
         batches = list(rounds(episodes, round_size))
         ckpt = cursor = None
+        if checkpoint_dir is not None and self.pipeline_rounds:
+            raise ConfigError(f"pipeline_rounds={self.pipeline_rounds} cannot be combined with checkpoints (a "
+                              f"resumed run would need the snapshots of the rounds in flight); set "
+                              f"cluster.pipeline_rounds = 0 or turn the task's checkpoint off")
         if checkpoint_dir is not None:
             shards = self._shards(method)
             ckpt = RoundCheckpoints(checkpoint_dir, fingerprint(method.name, episodes, round_size, shards, run_key),
@@ -217,11 +243,17 @@ class RoundLoop:
             return results
         try:
             self._start(method, llm_factory, cursor)
+            in_flight: deque = deque()  # handles of submitted rounds, oldest first
+            submitted = first
             for index in range(first, len(batches)):
                 batch = batches[index]
                 t0 = time.perf_counter()
+                # round j is submitted once round j - pipeline_rounds - 1 is applied (module docstring)
+                while submitted < len(batches) and submitted <= index + self.pipeline_rounds:
+                    in_flight.append(self._submit_round(submitted, batches[submitted], progress))
+                    submitted += 1
                 self._round_compute = 0.0
-                out = check_round_results(method.name, batch, self._run_round(index, batch, progress))
+                out = check_round_results(method.name, batch, self._collect_round(in_flight.popleft()))
                 dup = applied.intersection(r.episode_id for r in out)
                 if dup:
                     raise AssertionError(f"episodes {sorted(dup)[:10]} were already applied; refusing to apply twice")
@@ -273,6 +305,7 @@ class RoundLoop:
             "round_overhead_s": mean(overhead),  # round wall - slowest worker's compute - barrier - checkpoint
             "barrier_apply_s": mean(timing["apply_s"]),
             "checkpoint_s": mean(timing["checkpoint_s"]),
+            "pipeline_rounds": self.pipeline_rounds,
             "workers": workers,
         }
 
@@ -287,22 +320,47 @@ class RoundLoop:
 
 
 def worker_stats(name: str, episodes: int, busy_s: float, llm_calls: int, retried: int = 0,
-                 cpu_s: float = 0.0) -> dict[str, Any]:
+                 cpu_s: float = 0.0, server: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """One worker's throughput record, as it appears in ``executor.stats["workers"]``.
 
     ``busy_s`` is wall time inside ``run_episodes``; ``cpu_s`` the CPU time the worker's
     process got meanwhile (``cpu_s / busy_s`` well under 1 on a CPU-bound backend: the
-    worker was starved of CPU, not slowed by the executor).
+    worker was starved of CPU, not slowed by the executor). ``server``: the books of the
+    worker's modelled engine (``llm.backend = "server_model"``) since the run started.
     """
-    return {"worker": name, "episodes": episodes, "busy_s": busy_s, "cpu_s": cpu_s,
-            "episodes_per_s": episodes / busy_s if busy_s > 0 else 0.0, "llm_calls": llm_calls,
-            "retried_chunks": retried}
+    out = {"worker": name, "episodes": episodes, "busy_s": busy_s, "cpu_s": cpu_s,
+           "episodes_per_s": episodes / busy_s if busy_s > 0 else 0.0, "llm_calls": llm_calls,
+           "retried_chunks": retried}
+    if server is not None:
+        out["server"] = dict(server)
+    return out
+
+
+def server_books(llm) -> dict[str, Any] | None:
+    """The books of the modelled engine inside ``llm`` (``server_model`` backend), else None."""
+    from engine.llm.server_model import find_server
+
+    server = find_server(llm)
+    return None if server is None else server.server_stats()
+
+
+def books_since(now: Mapping[str, Any] | None, start: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """Counters of ``now`` minus those of ``start`` (a run's share of a backend kept across runs)."""
+    if now is None:
+        return None
+    if start is None:
+        return dict(now)
+    keep = ("peak_tokens_per_s", "max_num_seqs", "time_scale", "max_in_flight")
+    return {k: (v if k in keep or not isinstance(v, (int, float)) else v - start.get(k, 0)) for k, v in now.items()}
 
 
 class LocalExecutor(RoundLoop):
     """Runs every round in this process with one LLM backend (the embedded default)."""
 
     name = "local"
+
+    def __init__(self, checkpoint_every: int = 1, stats_path: str | Path | None = None, pipeline_rounds: int = 0):
+        super().__init__(checkpoint_every, stats_path, pipeline_rounds)
 
     def _start(self, method, llm_factory, cursor):
         self._method = method
@@ -313,9 +371,22 @@ class LocalExecutor(RoundLoop):
         if cursor is not None:
             load_method_state(method, cursor.state_dir())
 
+    def _submit_round(self, index, batch, progress):
+        # a pipelined round runs after later applies: it keeps a copy of the experience it was submitted on
+        snap = self._method.snapshot()
+        if self.pipeline_rounds:
+            snap = {k: np.array(v, copy=True) for k, v in snap.items()}
+        return freeze(snap), batch, progress
+
+    def _collect_round(self, handle):
+        snap, batch, progress = handle
+        return self._run_on(snap, batch, progress)
+
     def _run_round(self, index, batch, progress):
+        return self._collect_round(self._submit_round(index, batch, progress))
+
+    def _run_on(self, snap, batch, progress):
         t0, c0 = time.perf_counter(), time.process_time()
-        snap = freeze(self._method.snapshot())
         out = self._method.run_episodes(snap, batch, self._llm)
         dt = time.perf_counter() - t0
         self._round_compute = dt
@@ -337,7 +408,8 @@ class LocalExecutor(RoundLoop):
     def _worker_stats(self):
         if not hasattr(self, "_llm"):
             return []
-        return [worker_stats("local-0", self._episodes, self._busy, self._llm.meter.total.calls, 0, self._cpu)]
+        return [worker_stats("local-0", self._episodes, self._busy, self._llm.meter.total.calls, 0, self._cpu,
+                             server_books(self._llm))]
 
 
 @dataclass(frozen=True)
@@ -358,6 +430,7 @@ class ClusterConfig:
     max_attempts: int = 3
     checkpoint_every: int = 1
     startup_timeout_s: float = 900.0
+    pipeline_rounds: int = 0  # rounds in flight beyond the one collected (RoundLoop); changes results
 
     def __post_init__(self):
         check(self.num_cpus_per_worker >= 0, f"cluster.num_cpus_per_worker must be >= 0, got {self.num_cpus_per_worker}")
@@ -365,6 +438,7 @@ class ClusterConfig:
         for key in ("tensor_parallel_size", "store_shards", "chunks_per_worker", "max_attempts", "checkpoint_every"):
             check(getattr(self, key) >= 1, f"cluster.{key} must be >= 1, got {getattr(self, key)}")
         check(self.max_restarts >= 0, f"cluster.max_restarts must be >= 0, got {self.max_restarts}")
+        check(self.pipeline_rounds >= 0, f"cluster.pipeline_rounds must be >= 0, got {self.pipeline_rounds}")
         check(self.startup_timeout_s > 0, f"cluster.startup_timeout_s must be > 0, got {self.startup_timeout_s}")
 
 
@@ -487,13 +561,13 @@ def executor_factory(name: str) -> Callable[..., RoundLoop]:
 
 
 def local_executor(workers: int = 1, address: str | None = None, *, checkpoint_every: int = 1,
-                   stats_path=None, **cluster_settings) -> LocalExecutor:
+                   stats_path=None, pipeline_rounds: int = 0, **cluster_settings) -> LocalExecutor:
     """The ``local`` executor's factory: one worker in this process; ``[cluster]`` placement keys are ignored."""
     if workers != 1:
         raise ConfigError(f"the local executor runs one worker; got --workers {workers} (use --executor ray)")
     if address:
         raise ConfigError("--address is a Ray cluster address; it needs --executor ray")
-    return LocalExecutor(checkpoint_every=checkpoint_every, stats_path=stats_path)
+    return LocalExecutor(checkpoint_every=checkpoint_every, stats_path=stats_path, pipeline_rounds=pipeline_rounds)
 
 
 register_executor("local", local_executor)

@@ -132,7 +132,8 @@ def resolve(config: Mapping[str, Any], options: RunOptions) -> dict[str, Any]:
     if not isinstance(title, str):
         raise ConfigError(f"title must be a string, got {title!r}")
     llm = from_dict(LLMConfig, config.get("llm"), "llm")
-    if "simulated" in (llm.backend, llm.replay_backend if llm.replay_mode == "passthrough" else None):
+    answering = llm.served if llm.backend == "server_model" else llm  # a server model answers with its inner
+    if "simulated" in (answering.backend, answering.replay_backend if answering.replay_mode == "passthrough" else None):
         from engine.llm.simulated import load_policy
 
         load_policy(policy_of(task), llm)  # the task's simulated policy, built as the runner will

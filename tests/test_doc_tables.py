@@ -35,7 +35,8 @@ def _copied_docs(tmp_path):
     """The table script, every document that holds a table, RESULTS.md, the committed summaries and the
     benchmark JSON copied to tmp_path."""
     dt = _script()
-    for doc in {d for d, _, _ in dt.TABLES.values()} | {dt.RESULTS_MD}:
+    prose = {str(p.relative_to(ROOT)) for p in (ROOT / "benchmarks" / "results").glob("*.md")}  # RESULTS.md's parts
+    for doc in {d for d, _, _ in dt.TABLES.values()} | {dt.RESULTS_MD} | prose:
         (tmp_path / doc).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / doc, tmp_path / doc)
     results = tmp_path / "results"

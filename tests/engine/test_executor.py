@@ -89,6 +89,44 @@ def test_rounds_read_the_round_start_snapshot(size):
     assert_same_run((m, r), by_rounds(EPISODES, size))
 
 
+def pipelined(episodes, size, depth):
+    """Reference pipelining: round k reads the experience of rounds 0 .. k - depth - 1."""
+    method, llm = ToyMethod(), ToyLLMFactory()()
+    batches = [episodes[s:s + size] for s in range(0, len(episodes), size)]
+    snaps, out = {}, []
+    for k, batch in enumerate(batches):
+        if k - depth - 1 < 0:
+            snaps.setdefault(-1, method.snapshot())
+        snap = snaps[max(k - depth - 1, -1)]
+        res = [method.run_episodes(snap, [e], llm)[0] for e in batch]
+        method.apply(res)
+        snaps[k] = method.snapshot()
+        out.extend(res)
+    return method, out
+
+
+@pytest.mark.parametrize("depth", [1, 2])
+def test_pipelined_rounds_read_the_snapshot_depth_rounds_back(depth):
+    method, executor = ToyMethod(), LocalExecutor(pipeline_rounds=depth)
+    results = executor.run(method, EPISODES, ToyLLMFactory(), 4)
+    assert_same_run((method, results), pipelined(EPISODES, 4, depth))
+    assert_applied_once(method, EPISODES)
+    assert executor.stats["pipeline_rounds"] == depth
+    plain, _, _ = run_local(round_size=4)
+    assert not np.array_equal(plain.table["score"], method.table["score"])  # staleness is real
+
+
+def test_pipelined_rounds_refuse_checkpoints_and_bad_depths(tmp_path):
+    with pytest.raises(ConfigError, match="pipeline_rounds=1 cannot be combined with checkpoints"):
+        LocalExecutor(pipeline_rounds=1).run(ToyMethod(), EPISODES, ToyLLMFactory(), 4,
+                                             checkpoint_dir=tmp_path / "ck")
+    assert not (tmp_path / "ck").exists()
+    with pytest.raises(ConfigError, match="pipeline_rounds must be an integer >= 0, got -1"):
+        LocalExecutor(pipeline_rounds=-1)
+    with pytest.raises(ConfigError, match="cluster.pipeline_rounds must be >= 0"):
+        ClusterConfig(pipeline_rounds=-1)
+
+
 def test_round_size_changes_results_so_staleness_is_real():
     m1, _, _ = run_local(round_size=1)
     m8, _, _ = run_local(round_size=8)

@@ -1,0 +1,184 @@
+"""What staleness costs: each task's metric against the number of episodes that run without each other's experience.
+
+SIMULATED policies only (seeded test harnesses, not models): the figures say how much a method's
+*learning* loses when episodes run in parallel, on the harness's error model, not what a model scores.
+
+* Game of 24, ToT+ToE (``configs/game24.toml`` as shipped, seed 0, the 300 warm-up + 100 test
+  puzzles): test accuracy (``acc_any``) and LLM calls per test puzzle against ``round_size``
+  1 (the sequential run) .. 400 (the whole stream in one round: nothing learned is seen). Plain ToT,
+  which learns nothing, is the floor.
+* Finance, Pipe+ToE (``configs/finance-synthetic.toml``, seed 0, 300 days x 8 industries): the task's
+  round is one trading day (8 episodes); here ``round_size`` runs 1 (industry by industry) .. 2,400 (the
+  whole stream): tsIC of the exploitation period at each horizon. (``pipeline_rounds`` is not used:
+  Pipe+ToE resolves delayed feedback inside the episodes, and a snapshot older than the previous
+  round makes it resolve an entry twice, which its store refuses with StoreError.)
+* Prophet Arena, MemRL (``configs/prophet-arena.toml``, every category, every held-out question):
+  the experience track runs one question per round; staleness from ``pipeline_rounds = p`` (question
+  k reads the memories of questions < k - p). Brier score over all questions (lower is better).
+
+    python benchmarks/staleness.py            # writes docs/results/staleness/{staleness.json,staleness.md,staleness.png}
+
+``TOE_STALENESS_TASKS=game24`` reruns only that task's rows and keeps the others.
+
+Prophet Arena reads its CSV files from ``TOE_PA_DATA`` (default: the config's ``data.path``).
+The local executor runs everything; the Ray executor gives the same figures at the same round
+size and ``pipeline_rounds`` (tests/cluster).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import _workloads as W  # noqa: E402
+from engine.executor import LocalExecutor  # noqa: E402
+
+OUT = W.ROOT / "docs" / "results" / "staleness"
+# (round_size, pipeline_rounds): round sizes 1 .. the whole stream, and the pipelined settings of the scaling study
+GAME24_CONFIGS = [(1, 0), (5, 0), (25, 0), (50, 0), (100, 0), (400, 0), (25, 1), (64, 1), (128, 1)]
+TASKS = os.environ.get("TOE_STALENESS_TASKS", "game24,finance,prophet-arena").split(",")
+FIN_ROUNDS = [1, 8, 16, 40, 200, 2400]
+PA_PIPELINE = [0, 1, 3, 7, 15]
+
+
+def _records(wl, results):
+    extra = {"part": wl.spec.part} if getattr(wl.spec, "part", None) else {}
+    return [{**r.record, "method": wl.spec.method, "seed": wl.spec.seed, **extra} for r in results]
+
+
+def _run(wl, round_size, pipeline=0):
+    t0 = time.perf_counter()
+    results = LocalExecutor(pipeline_rounds=pipeline).run(wl.method(), wl.episodes, wl.llm_factory, round_size)
+    wall = time.perf_counter() - t0
+    return wl.task.summarize(wl.exp, _records(wl, results), {wl.spec.key: {"wall_s": wall}}).rows, wall
+
+
+def game24_rows():
+    rows = []
+    tot = W.game24("tot")
+    (base,), _ = _run(tot, 25)
+    rows.append({"task": "game24", "method": "ToT", "round_size": 25, "pipeline_rounds": 0, "in_flight": 25,
+                 "accuracy": base["acc_any"], "calls": base["calls"]})
+    wl = W.game24("toe")
+    for size, p in GAME24_CONFIGS:
+        (row,), wall = _run(wl, size, p)
+        rows.append({"task": "game24", "method": "ToT+ToE", "round_size": size, "pipeline_rounds": p,
+                     "in_flight": size * (p + 1), "accuracy": row["acc_any"], "calls": row["calls"], "wall_s": wall})
+        print(rows[-1], flush=True)
+    return rows
+
+
+def finance_rows():
+    rows = []
+    wl = W.finance("Pipe+ToE")
+    for size in FIN_ROUNDS:
+        out, wall = _run(wl, min(size, len(wl.episodes)))
+        tsic = {f"h{r['horizon']}": r["tsIC"] for r in out if r.get("period") == "Exploitation"}
+        rows.append({"task": "finance", "method": "Pipe+ToE", "round_size": size, "pipeline_rounds": 0,
+                     "in_flight": size, "tsIC": tsic, "wall_s": wall})
+        print(rows[-1], flush=True)
+    return rows
+
+
+def prophet_arena_rows():
+    rows = []
+    wl = W.prophet_arena("memrl")
+    for p in PA_PIPELINE:
+        out, wall = _run(wl, 1, p)
+        (row,) = [r for r in out if r.get("row") == "model"]
+        n = sum(row["n"].values())
+        brier = sum(row["brier"][c] * row["n"][c] for c in row["n"]) / n
+        rows.append({"task": "prophet-arena", "method": "MemRL", "round_size": 1, "pipeline_rounds": p,
+                     "in_flight": p + 1, "brier": brier, "questions": n, "wall_s": wall})
+        print(rows[-1], flush=True)
+    return rows
+
+
+def markdown(rows) -> str:
+    g = [r for r in rows if r["task"] == "game24"]
+    f = [r for r in rows if r["task"] == "finance"]
+    p = [r for r in rows if r["task"] == "prophet-arena"]
+    lines = ["SIMULATED policies (test harnesses, not models); local executor, seed 0.", "",
+             "| Game of 24 | round size | pipeline_rounds | episodes in flight | accuracy (test, acc_any) | "
+             "LLM calls / test puzzle |",
+             "| --- | ---: | ---: | ---: | ---: | ---: |"]
+    lines += [f"| {r['method']} | {r['round_size']} | {r['pipeline_rounds']} | {r['in_flight']} | "
+              f"{r['accuracy']:.3f} | {r['calls']:.1f} |" for r in g]
+    if f:
+        hs = list(f[0]["tsIC"])
+        lines += ["", "| Finance | round size (8 = one day, the task's) | "
+                      + " | ".join(f"tsIC {h} (exploitation)" for h in hs) + " |",
+                  "| --- | ---: | " + " | ".join("---:" for _ in hs) + " |"]
+        lines += [f"| Pipe+ToE | {r['round_size']} | "
+                  + " | ".join(f"{r['tsIC'][h]:.4f}" for h in hs) + " |" for r in f]
+    if p:
+        lines += ["", "| Prophet Arena MemRL | questions in flight | pipeline_rounds | Brier (all questions) |",
+                  "| --- | ---: | ---: | ---: |"]
+        lines += [f"| MemRL | {r['in_flight']} | {r['pipeline_rounds']} | {r['brier']:.4f} |" for r in p]
+    return "\n".join(lines) + "\n"
+
+
+def plot(rows, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
+    g = [r for r in rows if r["task"] == "game24" and r["method"] == "ToT+ToE" and not r["pipeline_rounds"]]
+    gp = [r for r in rows if r["task"] == "game24" and r["method"] == "ToT+ToE" and r["pipeline_rounds"]]
+    tot = [r for r in rows if r["task"] == "game24" and r["method"] == "ToT"]
+    ax = axes[0]
+    ax.plot([r["in_flight"] for r in g], [r["accuracy"] for r in g], "o-", label="ToT+ToE, round size")
+    if gp:
+        ax.plot([r["in_flight"] for r in gp], [r["accuracy"] for r in gp], "s", label="ToT+ToE, pipeline_rounds=1")
+    if tot:
+        ax.axhline(tot[0]["accuracy"], color="grey", ls="--", label="ToT (learns nothing)")
+    ax.set(xscale="log", xlabel="episodes in flight (round size x (pipeline_rounds+1))",
+           ylabel="test accuracy", title="Game of 24 [SIMULATED]")
+    ax.legend(fontsize=8)
+    f = [r for r in rows if r["task"] == "finance"]
+    ax = axes[1]
+    for h in (f[0]["tsIC"] if f else []):
+        ax.plot([r["in_flight"] for r in f], [r["tsIC"][h] for r in f], "o-", label=h)
+    ax.set(xscale="log", xlabel="round size (8 = one trading day)", ylabel="tsIC (exploitation)",
+           title="Finance Pipe+ToE [SIMULATED]")
+    ax.legend(fontsize=8)
+    p = [r for r in rows if r["task"] == "prophet-arena"]
+    ax = axes[2]
+    ax.plot([r["in_flight"] for r in p], [r["brier"] for r in p], "o-")
+    ax.set(xscale="log", xlabel="questions in flight (pipeline_rounds+1)", ylabel="Brier (lower is better)",
+           title="Prophet Arena MemRL [SIMULATED]")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main() -> int:
+    OUT.mkdir(parents=True, exist_ok=True)
+    old = json.loads((OUT / "staleness.json").read_text())["rows"] if (OUT / "staleness.json").exists() else []
+    rows = [r for r in old if r["task"] not in TASKS]  # TOE_STALENESS_TASKS reruns some tasks, keeps the others
+    rows += game24_rows() if "game24" in TASKS else []
+    rows += finance_rows() if "finance" in TASKS else []
+    if "prophet-arena" in TASKS:
+        try:
+            rows += prophet_arena_rows()
+        except FileNotFoundError as exc:
+            print(f"Prophet Arena skipped: {exc}", file=sys.stderr)
+    order = {"game24": 0, "finance": 1, "prophet-arena": 2}
+    rows.sort(key=lambda r: order[r["task"]])
+    meta = {"simulated": True, "load_average_before": os.getloadavg()[0],
+            "command": "python benchmarks/staleness.py"}
+    (OUT / "staleness.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=2) + "\n")
+    (OUT / "staleness.md").write_text(markdown(rows))
+    plot(rows, OUT / "staleness.png")
+    print(markdown(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

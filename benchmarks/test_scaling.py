@@ -1,0 +1,231 @@
+"""Scaling study: 1..32 Ray workers, each with its own modelled vLLM engine (figures are SIMULATED).
+
+Every worker's LLM is ``llm.backend = "server_model"`` (engine/llm/server_model.py): one
+continuous-batching engine with the ``llama3.1-8b-h100`` constants (fitted to a public vLLM
+sweep), answering with the task's SIMULATED policy and sleeping as long as the engine would
+have taken. So the workers wait on their engines as they would on GPUs, and 32 of them fit on
+a 2-core machine. Per task and worker count W (weak scaling: the episodes in flight grow with W):
+
+* Game of 24 ToT and ToT+ToE: rounds of ``PER_WORKER x W`` puzzles, ``ROUNDS`` rounds;
+* finance Pipe+ToE: rounds of ``ceil(PER_WORKER x W / 8)`` trading days of 8 industries (the
+  task's own round is one day; Pipe+ToE does not take ``pipeline_rounds``, see benchmarks/staleness.py);
+* Prophet Arena MemRL: one question per round (the method's rule); ``pipeline_rounds = W - 1``
+  keeps W questions in flight (all 84 held-out questions when W > 84 would be asked for).
+
+Reported: episodes/s, efficiency ``eps(W) / (W x eps(1))``, each engine's utilization (tokens
+served over what it could have served in the run's wall time: ``work_s / wall``) and busy fraction
+(``busy_s / wall``), the mean barrier (driver + store owner apply), the per-round overhead, the
+machine's load average and memory. Every configuration's records are compared with the local
+executor's at the same round size and ``pipeline_rounds`` (plain simulated backend: the server
+model changes no text). A second test measures snapshots of 10^5..10^7-experience stores: size,
+``snapshot()`` time and distribution to W workers through Ray's object store.
+
+    python -m pytest benchmarks/test_scaling.py -s -p no:cacheprovider
+
+Environment: ``TOE_SCALE_WORKERS`` (default ``1,2,4,8,16,32``), ``TOE_SCALE_TASKS``
+(``game24-tot,game24-toe,finance,prophet-arena``), ``TOE_SCALE_PER_WORKER`` (4),
+``TOE_SCALE_ROUNDS`` (2), ``TOE_SCALE_PIPELINE`` (1 for Game of 24; finance and Prophet Arena
+set their own), ``TOE_SCALE_TIME`` (the engine's ``time_scale``, 1.0), ``TOE_SCALE_STORES``
+(``100000,1000000,10000000``), ``TOE_PA_DATA`` (the Prophet Arena CSV folder).
+Results go to ``benchmarks/results/scaling.json`` and ``benchmarks/results/scaling_efficiency.png``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ray = pytest.importorskip("ray")
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import _workloads as W  # noqa: E402
+from engine.executor import LocalExecutor  # noqa: E402
+
+WORKERS = [int(x) for x in os.environ.get("TOE_SCALE_WORKERS", "1,2,4,8,16,32").split(",")]
+TASKS = os.environ.get("TOE_SCALE_TASKS", "game24-tot,game24-toe,finance,prophet-arena").split(",")
+PER_WORKER = int(os.environ.get("TOE_SCALE_PER_WORKER", 4))
+ROUNDS = int(os.environ.get("TOE_SCALE_ROUNDS", 2))
+PIPELINE = int(os.environ.get("TOE_SCALE_PIPELINE", 1))
+TIME_SCALE = float(os.environ.get("TOE_SCALE_TIME", 1.0))
+STORES = [int(x) for x in os.environ.get("TOE_SCALE_STORES", "100000,1000000,10000000").split(",")]
+SERVER = {"reference": "llama3.1-8b-h100", "time_scale": TIME_SCALE}
+RESULTS = Path(__file__).parent / "results"
+
+
+def _mem_available_gib() -> float:
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemAvailable:"):
+            return int(line.split()[1]) / 2**20
+    return float("nan")
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
+    os.environ.setdefault("RAY_worker_niceness", "0")
+    # CPUs are scheduling labels here: workers ask for 0 (they sleep on their engines); a small object store
+    ray.init(num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1",
+             object_store_memory=3 * 2**30)
+    yield
+    ray.shutdown()
+
+
+def plan(task: str, w: int):
+    """``(workload with server model, the same without, round size, pipeline_rounds)`` for ``w`` workers."""
+    if task.startswith("game24"):
+        method = "tot" if task == "game24-tot" else "toe"
+        size = PER_WORKER * w
+        n = size * ROUNDS
+        return W.game24(method, SERVER, n), W.game24(method, None, n), size, PIPELINE
+    if task == "finance":
+        per_round = math.ceil(PER_WORKER * w / 8)
+        days = ROUNDS * per_round + 2  # the evaluation keeps days whose every horizon is known
+        wl = W.finance("Pipe+ToE", SERVER, days)
+        wl.episodes = wl.episodes[:ROUNDS * per_round * 8]
+        ref = W.finance("Pipe+ToE", None, days)
+        ref.episodes = ref.episodes[:len(wl.episodes)]
+        return wl, ref, per_round * 8, 0
+    if task == "prophet-arena":
+        wl, ref = W.prophet_arena("memrl", SERVER), W.prophet_arena("memrl", None)
+        n = min(len(wl.episodes), max(2 * w, 8))
+        wl.episodes, ref.episodes = wl.episodes[:n], ref.episodes[:n]
+        return wl, ref, 1, w - 1
+    raise ValueError(f"unknown task {task!r}")
+
+
+def _plain(results) -> str:
+    """The records without timings (keys ending in _s), as JSON text (NaN compares equal to NaN)."""
+    return json.dumps([{k: v for k, v in r.record.items() if not k.endswith("_s")} for r in results],
+                      sort_keys=True, default=str)
+
+
+def measure(task: str, w: int) -> dict:
+    from cluster.ray_executor import RayExecutor
+
+    wl, ref, size, pipeline = plan(task, w)
+    want = LocalExecutor(pipeline_rounds=pipeline).run(ref.method(), ref.episodes, ref.llm_factory, size)
+    ex = RayExecutor(workers=w, num_cpus_per_worker=0, pipeline_rounds=pipeline, startup_timeout_s=600)
+    mem0 = _mem_available_gib()
+    try:
+        ex.run(wl.method(), wl.episodes[:size * (pipeline + 1)], wl.llm_factory, size)  # start-up, JIT, caches
+        mem1 = _mem_available_gib()
+        load = os.getloadavg()[0]
+        t0 = time.perf_counter()
+        got = ex.run(wl.method(), wl.episodes, wl.llm_factory, size)
+        wall = time.perf_counter() - t0
+        st = ex.stats
+    finally:
+        ex.close()
+    assert _plain(got) == _plain(want), f"{task} W={w}: Ray results differ from the local executor's"
+    servers = [x["server"] for x in st["workers"] if "server" in x]
+    util = [s["work_s"] / wall for s in servers]
+    busy = [s["busy_s"] / wall for s in servers]
+    return {"task": task, "workers": w, "episodes": len(wl.episodes), "round_size": size,
+            "pipeline_rounds": pipeline, "wall_s": wall, "episodes_per_s": len(wl.episodes) / wall,
+            "utilization_mean": float(np.mean(util)), "utilization_min": float(np.min(util)),
+            "busy_mean": float(np.mean(busy)), "busy_min": float(np.min(busy)),
+            "seqs_per_call": sum(s["sequences"] for s in servers) / max(1, sum(s["calls"] for s in servers)),
+            "barrier_s": st["barrier_apply_s"] + st["store_apply_s"], "round_overhead_s": st["round_overhead_s"],
+            "round_s": st["round_s"], "rounds": st["rounds"],
+            "worker_cpu_s": sum(x["cpu_s"] for x in st["workers"]),
+            "load_average": load, "mem_available_gib": mem1, "workers_mem_gib": mem0 - mem1,
+            "identical_to_local": True}
+
+
+def test_scaling(ray_cluster):
+    rows = []
+    for task in TASKS:
+        for w in WORKERS:
+            row = measure(task, w)
+            base = next((r for r in rows if r["task"] == task and r["workers"] == 1), None)
+            row["efficiency"] = (row["episodes_per_s"] / (w * base["episodes_per_s"])) if base else float("nan")
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    RESULTS.mkdir(exist_ok=True)
+    meta = {"simulated": True, "server": SERVER, "per_worker": PER_WORKER, "rounds": ROUNDS,
+            "game24_pipeline_rounds": PIPELINE, "cores": os.cpu_count(),
+            "command": "python -m pytest benchmarks/test_scaling.py -s -p no:cacheprovider"}
+    old = json.loads((RESULTS / "scaling.json").read_text()) if (RESULTS / "scaling.json").exists() else {}
+    # a run of some tasks (TOE_SCALE_TASKS) replaces their rows and keeps the other tasks' rows
+    rows = [r for r in old.get("rows", []) if r["task"] not in TASKS] + rows
+    (RESULTS / "scaling.json").write_text(json.dumps({**old, "meta": meta, "rows": rows}, indent=2) + "\n")
+    _plot(rows, RESULTS / "scaling_efficiency.png")
+    print("\n" + table(rows))
+    assert all(r["identical_to_local"] for r in rows)
+
+
+def table(rows) -> str:
+    lines = ["| task | workers | round size | pipeline | episodes/s | efficiency | engine util mean (min) | "
+             "engine busy mean (min) | seqs/call | barrier s | round overhead s | load avg | mem avail GiB |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | --- | --- | ---: | ---: | ---: | ---: | ---: |"]
+    for r in rows:
+        lines.append(f"| {r['task']} | {r['workers']} | {r['round_size']} | {r['pipeline_rounds']} | "
+                     f"{r['episodes_per_s']:.2f} | {r['efficiency']:.2f} | {r['utilization_mean']:.2f} "
+                     f"({r['utilization_min']:.2f}) | {r['busy_mean']:.2f} ({r['busy_min']:.2f}) | "
+                     f"{r['seqs_per_call']:.1f} | {r['barrier_s']:.3f} | {r['round_overhead_s']:.3f} | "
+                     f"{r['load_average']:.1f} | {r['mem_available_gib']:.1f} |")
+    return "\n".join(lines)
+
+
+def _plot(rows, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    for task in dict.fromkeys(r["task"] for r in rows):
+        rs = [r for r in rows if r["task"] == task]
+        axes[0].plot([r["workers"] for r in rs], [r["efficiency"] for r in rs], "o-", label=task)
+        axes[1].plot([r["workers"] for r in rs], [r["utilization_mean"] for r in rs], "o-", label=task)
+    axes[0].axhline(0.8, color="grey", ls="--", lw=1)
+    axes[1].axhline(0.9, color="grey", ls="--", lw=1)
+    axes[0].set(xscale="log", xlabel="Ray workers (one modelled engine each)", ylabel="eps(W) / (W x eps(1))",
+                title="Scaling efficiency [SIMULATED engines]", ylim=(0, 1.2))
+    axes[1].set(xscale="log", xlabel="Ray workers", ylabel="engine utilization (work / wall)",
+                title="Engine utilization [SIMULATED engines]", ylim=(0, 1.05))
+    for ax in axes:
+        ax.set_xticks(WORKERS, [str(w) for w in WORKERS])
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def test_snapshot_size_and_distribution(ray_cluster):
+    """Snapshot of 10^5..10^7-experience stores: bytes, ``snapshot()`` time, ``ray.put``, and W workers
+    mapping it (zero-copy on one node) — the per-round cost a store owner pays without deltas."""
+    from test_store_update import build_store
+
+    @ray.remote(num_cpus=0)
+    def touch(*parts):
+        return sum(int(a.nbytes) for p in parts for a in p.values())
+
+    w = max(WORKERS)
+    ray.get([touch.remote({"x": np.zeros(1)}) for _ in range(w)])  # start the task processes first: not timed
+    rows = []
+    for n in STORES:
+        st = build_store(n)
+        t0 = time.perf_counter()
+        snap = st.snapshot(copy=True)
+        t1 = time.perf_counter()
+        ref = ray.put(snap)
+        t2 = time.perf_counter()
+        sizes = ray.get([touch.remote(ref) for _ in range(w)])
+        t3 = time.perf_counter()
+        nbytes = sum(int(np.asarray(a).nbytes) for a in snap.values())
+        assert sizes == [nbytes] * w
+        rows.append({"experiences": n, "snapshot_mib": nbytes / 2**20, "snapshot_s": t1 - t0, "put_s": t2 - t1,
+                     "distribute_s": t3 - t2, "workers": w})
+        print(json.dumps(rows[-1]), flush=True)
+        del snap, ref, st
+    RESULTS.mkdir(exist_ok=True)
+    old = json.loads((RESULTS / "scaling.json").read_text()) if (RESULTS / "scaling.json").exists() else {}
+    (RESULTS / "scaling.json").write_text(json.dumps({**old, "stores": rows}, indent=2) + "\n")

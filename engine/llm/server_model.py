@@ -1,0 +1,309 @@
+"""``backend = "server_model"``: one vLLM engine on one GPU, modelled in time instead of computed.
+
+The texts come from another backend (``[llm] server_backend``: the task's simulated
+policy, or a replay trace); this backend only decides how long the engine would have
+taken to produce them, sleeps that long, and keeps the engine's books (busy time,
+tokens, utilization). 32 of them fit on a 2-core machine, so the executor can be
+studied at cluster scale (``benchmarks/test_scaling.py``, docs/cluster.md).
+
+**The timing model (continuous batching, one engine).** A call's requests enter a
+first-come-first-served queue; each request is ``n`` sequences sharing one prompt.
+At every scheduling point the engine admits waiting sequences while fewer than
+``max_num_seqs`` are in flight (vLLM's ``max_num_seqs``); a request's prompt is
+prefilled once when its first sequence is admitted, at ``prefill_tokens_per_s``
+(decoding pauses meanwhile: prefill and decode are not mixed). Then every sequence
+in flight gains one token per decode step, and a step with ``b`` sequences takes
+
+    t_step(b) = decode_step_s + decode_step_per_seq_s * b            (seconds)
+
+(the weights are read once per step, each sequence adds its KV reads): the decode
+rate of one sequence, ``1 / t_step(b)``, falls as concurrency rises while the
+engine's rate, ``b / t_step(b)``, rises towards ``max_num_seqs / t_step(max_num_seqs)``,
+the peak. A sequence leaves when it has its completion tokens (at least one); the
+call returns when its last sequence leaves. Calls of one backend are served one
+after the other (a worker sends its next call when the last one returned).
+
+**Utilization.** ``work_s`` is the time the engine would need for what it served if
+every decode step ran a full batch: ``decode tokens / peak decode rate + prompt
+tokens / prefill rate``. ``utilization(wall_s) = work_s / wall_s``: tokens served
+over what the engine could have served in that wall time. ``busy_s`` (time with at
+least one sequence in flight or a prefill running) tells an engine left without work
+(the executor's fault) from one given too few sequences at a time (the method's
+batch sizes): ``busy_s / wall_s`` and ``work_s / busy_s``.
+
+**Reference points** (:data:`REFERENCES`), each fitted to a public vLLM concurrency
+sweep with fixed-length requests (two concurrencies give the two decode constants;
+``max_num_seqs`` is where the sweep's throughput stops rising about linearly):
+
+* ``llama3.1-8b-h100``: Llama-3.1-8B-Instruct fp16, one H100-80GB HBM3, vLLM 0.21.0,
+  InferenceBench concurrency-sweep recipe (yobitelcomm.github.io/bench/recipes/concurrency-sweep):
+  TPOT p50 6.48 ms at concurrency 1 and 10.94 ms at 16; throughput 122 -> 1,384 tok/s
+  from 1 to 16, 1,312 tok/s at 64 (no gain past 16). Fit: 6.18 ms + 0.297 ms x b, peak
+  16 / 10.94 ms = 1,462 tok/s.
+* ``llama3.1-8b-a100``: Llama-3.1-8B-Instruct BF16, one A100-40GB, vLLM 0.23.0,
+  ``vllm bench serve`` random 1,024 in / 128 out (johnmusgrave.com, "vLLM
+  throughput-latency sweep on NVIDIA A100"): 75 tok/s decode at concurrency 1, 6.6x
+  that at 8 (495 tok/s), per-token latency climbing past 8. Fit: 12.93 ms + 0.404 ms x
+  b, ``max_num_seqs`` 8, peak 495 tok/s.
+
+Neither source gives a prefill rate per token; both prefill rates are *derived*, not
+measured: 2 x 8e9 FLOPs per prompt token at 50 % of the GPU's dense BF16 peak (H100
+SXM 989 TFLOPS -> ~31,000 tok/s; A100 312 TFLOPS -> ~9,750 tok/s). Override any
+constant in ``[llm.server_model]`` (0 keeps the reference's value).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, replace
+from typing import Any, Protocol, Sequence
+
+from engine.config import check
+from engine.llm.base import LLMBackend, Request, Response
+
+__all__ = ["REFERENCES", "ServerProfile", "ServerModelParams", "ServerModelBackend", "CallPlan", "plan_call",
+           "RealClock"]
+
+
+@dataclass(frozen=True)
+class ServerProfile:
+    """The constants of one engine: decode step ``decode_step_s + decode_step_per_seq_s * b``, prefill rate, slots."""
+
+    decode_step_s: float
+    decode_step_per_seq_s: float
+    prefill_tokens_per_s: float
+    max_num_seqs: int
+    source: str = ""
+
+    def __post_init__(self):
+        check(self.decode_step_s > 0, f"server_model.decode_step_s must be > 0, got {self.decode_step_s}")
+        check(self.decode_step_per_seq_s >= 0,
+              f"server_model.decode_step_per_seq_s must be >= 0, got {self.decode_step_per_seq_s}")
+        check(self.prefill_tokens_per_s > 0,
+              f"server_model.prefill_tokens_per_s must be > 0, got {self.prefill_tokens_per_s}")
+        check(isinstance(self.max_num_seqs, int) and self.max_num_seqs >= 1,
+              f"server_model.max_num_seqs must be an integer >= 1, got {self.max_num_seqs!r}")
+
+    def step_s(self, b: int) -> float:
+        """Seconds of one decode step with ``b`` sequences in flight."""
+        return self.decode_step_s + self.decode_step_per_seq_s * b
+
+    @property
+    def peak_tokens_per_s(self) -> float:
+        """Decode tokens per second with every slot busy: ``max_num_seqs / t_step(max_num_seqs)``."""
+        return self.max_num_seqs / self.step_s(self.max_num_seqs)
+
+
+# Fitted to public vLLM sweeps; see the module docstring for the figures and the fits.
+REFERENCES: dict[str, ServerProfile] = {
+    "llama3.1-8b-h100": ServerProfile(
+        decode_step_s=6.18e-3, decode_step_per_seq_s=0.297e-3, prefill_tokens_per_s=31_000.0, max_num_seqs=16,
+        source="InferenceBench concurrency sweep, Llama-3.1-8B-Instruct fp16, H100-80GB, vLLM 0.21.0: "
+               "TPOT 6.48 ms @1, 10.94 ms @16; 1,384 tok/s @16, 1,312 @64"),
+    "llama3.1-8b-a100": ServerProfile(
+        decode_step_s=12.93e-3, decode_step_per_seq_s=0.404e-3, prefill_tokens_per_s=9_750.0, max_num_seqs=8,
+        source="johnmusgrave.com A100 sweep, Llama-3.1-8B-Instruct BF16, A100-40GB, vLLM 0.23.0, 1024 in/128 out: "
+               "75 tok/s @1, 6.6x @8"),
+}
+
+
+@dataclass(frozen=True)
+class ServerModelParams:
+    """``[llm.server_model]``: which reference engine, constants that override it (0: the reference's), time scale.
+
+    ``time_scale`` multiplies every sleep (0.1: ten times faster than the modelled engine);
+    the books (``busy_s``, ``work_s``) are kept in slept seconds, so utilization is unchanged.
+    """
+
+    reference: str = "llama3.1-8b-h100"
+    decode_step_s: float = 0.0
+    decode_step_per_seq_s: float = -1.0  # -1: the reference's (0 is a valid constant: no per-sequence cost)
+    prefill_tokens_per_s: float = 0.0
+    max_num_seqs: int = 0
+    time_scale: float = 1.0
+
+    def __post_init__(self):
+        check(self.reference in REFERENCES,
+              f"llm.server_model.reference must be one of {', '.join(repr(r) for r in REFERENCES)}, "
+              f"got {self.reference!r}")
+        check(self.decode_step_s >= 0, f"llm.server_model.decode_step_s must be >= 0 (0: the reference's), "
+                                       f"got {self.decode_step_s}")
+        check(self.decode_step_per_seq_s >= 0 or self.decode_step_per_seq_s == -1,
+              f"llm.server_model.decode_step_per_seq_s must be >= 0 (-1: the reference's), "
+              f"got {self.decode_step_per_seq_s}")
+        check(self.prefill_tokens_per_s >= 0, f"llm.server_model.prefill_tokens_per_s must be >= 0 "
+                                              f"(0: the reference's), got {self.prefill_tokens_per_s}")
+        check(self.max_num_seqs >= 0, f"llm.server_model.max_num_seqs must be >= 0 (0: the reference's), "
+                                      f"got {self.max_num_seqs}")
+        check(self.time_scale > 0, f"llm.server_model.time_scale must be > 0, got {self.time_scale}")
+
+    def profile(self) -> ServerProfile:
+        """The reference's constants with this table's overrides."""
+        ref = REFERENCES[self.reference]
+        return replace(ref,
+                       decode_step_s=self.decode_step_s or ref.decode_step_s,
+                       decode_step_per_seq_s=(ref.decode_step_per_seq_s if self.decode_step_per_seq_s == -1
+                                              else self.decode_step_per_seq_s),
+                       prefill_tokens_per_s=self.prefill_tokens_per_s or ref.prefill_tokens_per_s,
+                       max_num_seqs=self.max_num_seqs or ref.max_num_seqs)
+
+
+@dataclass(frozen=True)
+class CallPlan:
+    """When one call's requests finish on the modelled engine (seconds from the call's start)."""
+
+    finish_s: tuple[float, ...]  # per request
+    duration_s: float
+    prefill_s: float
+    decode_tokens: int
+    prompt_tokens: int
+    max_in_flight: int
+
+
+def plan_call(profile: ServerProfile, prompt_tokens: Sequence[int], decode_tokens: Sequence[Sequence[int]]
+              ) -> CallPlan:
+    """Continuous batching of one call (module docstring): request ``r`` has ``prompt_tokens[r]`` and
+    one entry of ``decode_tokens[r]`` per sequence (its completion tokens; counted as at least 1).
+
+    Event-driven: between two admissions or departures the batch is constant, so the
+    clock jumps by ``k`` steps at once (``k`` = fewest tokens any sequence still needs).
+    """
+    if len(prompt_tokens) != len(decode_tokens):
+        raise AssertionError(f"{len(prompt_tokens)} prompts for {len(decode_tokens)} requests")
+    waiting = [(r, max(1, int(d))) for r, seqs in enumerate(decode_tokens) for d in seqs]  # FCFS
+    left = [len(seqs) for seqs in decode_tokens]  # sequences of each request not finished
+    finish = [0.0] * len(decode_tokens)
+    started = [False] * len(decode_tokens)
+    running: list[list[int]] = []  # [request, tokens still to decode]
+    t = prefill = 0.0
+    head = 0
+    peak = 0
+    for r, seqs in enumerate(decode_tokens):
+        if not seqs:
+            raise AssertionError(f"request {r} has no sequence")
+    while head < len(waiting) or running:
+        while head < len(waiting) and len(running) < profile.max_num_seqs:
+            r, d = waiting[head]
+            head += 1
+            if not started[r]:  # one prefill per request, shared by its n sequences (prefix reuse)
+                started[r] = True
+                dt = int(prompt_tokens[r]) / profile.prefill_tokens_per_s
+                t += dt
+                prefill += dt
+            running.append([r, d])
+        peak = max(peak, len(running))
+        k = min(s[1] for s in running)
+        t += k * profile.step_s(len(running))
+        still = []
+        for s in running:
+            s[1] -= k
+            if s[1] == 0:
+                left[s[0]] -= 1
+                if left[s[0]] == 0:
+                    finish[s[0]] = t
+            else:
+                still.append(s)
+        running = still
+    return CallPlan(tuple(finish), t, prefill, sum(max(1, int(d)) for seqs in decode_tokens for d in seqs),
+                    sum(int(p) for p in prompt_tokens), peak)
+
+
+class Clock(Protocol):
+    def now(self) -> float: ...
+
+    def sleep(self, seconds: float) -> None: ...
+
+
+class RealClock:
+    """Wall clock: ``time.perf_counter`` and ``time.sleep`` (tests pass a fake one that advances on sleep)."""
+
+    def now(self) -> float:
+        return time.perf_counter()
+
+    def sleep(self, seconds: float) -> None:
+        if seconds > 0:
+            time.sleep(seconds)
+
+
+class ServerModelBackend:
+    """Answers with ``inner``'s texts, sleeping as long as the modelled engine would have taken.
+
+    ``backend`` is the inner backend, so labels (``answered_by``) and capabilities
+    (``answers_any_prompt``) are the inner's: a server model over the simulated policy is
+    labelled simulated. :meth:`server_stats` gives the engine's books.
+    """
+
+    name = "server_model"
+
+    def __init__(self, inner: LLMBackend, profile: ServerProfile, time_scale: float = 1.0,
+                 clock: Clock | None = None):
+        if not callable(getattr(inner, "generate", None)):
+            raise AssertionError(f"ServerModelBackend needs a backend with generate(), got {type(inner).__name__}")
+        check(time_scale > 0, f"llm.server_model.time_scale must be > 0, got {time_scale}")
+        self.backend = inner
+        self.model = inner.model
+        self.profile = profile
+        self.time_scale = float(time_scale)
+        self.clock = clock or RealClock()
+        self._lock = threading.Lock()  # one engine: calls are served one after the other
+        self._books = {"calls": 0, "requests": 0, "sequences": 0, "prompt_tokens": 0, "decode_tokens": 0,
+                       "busy_s": 0.0, "work_s": 0.0, "prefill_s": 0.0, "max_in_flight": 0}
+        self._first_call_at: float | None = None
+        self._last_end_at: float | None = None
+
+    def generate(self, requests: Sequence[Request]) -> list[Response]:
+        requests = list(requests)
+        if not requests:
+            return []
+        responses = self.backend.generate(requests)
+        if len(responses) != len(requests):
+            raise AssertionError(f"{self.backend.name} returned {len(responses)} responses for "
+                                 f"{len(requests)} requests")
+        plan = plan_call(self.profile, [r.prompt_tokens for r in responses],
+                         [[c.completion_tokens for c in r.completions] for r in responses])
+        scale = self.time_scale
+        with self._lock:
+            start = self.clock.now()
+            self.clock.sleep(plan.duration_s * scale)
+            end = self.clock.now()
+            b = self._books
+            b["calls"] += 1
+            b["requests"] += len(requests)
+            b["sequences"] += sum(len(r.completions) for r in responses)
+            b["prompt_tokens"] += plan.prompt_tokens
+            b["decode_tokens"] += plan.decode_tokens
+            b["busy_s"] += plan.duration_s * scale
+            b["prefill_s"] += plan.prefill_s * scale
+            b["work_s"] += scale * (plan.decode_tokens / self.profile.peak_tokens_per_s + plan.prefill_s)
+            b["max_in_flight"] = max(b["max_in_flight"], plan.max_in_flight)
+            if self._first_call_at is None:
+                self._first_call_at = start
+            self._last_end_at = end
+        return [replace(resp, latency_s=f * scale) for resp, f in zip(responses, plan.finish_s)]
+
+    def server_stats(self) -> dict[str, Any]:
+        """The engine's books so far: calls, requests, sequences, tokens, ``busy_s``, ``work_s``, peak rate."""
+        with self._lock:
+            out = dict(self._books)
+        out["peak_tokens_per_s"] = self.profile.peak_tokens_per_s / self.time_scale
+        out["max_num_seqs"] = self.profile.max_num_seqs
+        out["time_scale"] = self.time_scale
+        return out
+
+    def utilization(self, wall_s: float) -> float:
+        """``work_s / wall_s``: tokens served over what the engine could have served in ``wall_s``."""
+        if wall_s <= 0:
+            raise AssertionError(f"wall_s must be > 0, got {wall_s}")
+        return self.server_stats()["work_s"] / wall_s
+
+
+def find_server(backend) -> ServerModelBackend | None:
+    """The :class:`ServerModelBackend` inside ``backend`` (through wrappers with ``.backend``), or None."""
+    seen = 0
+    while backend is not None and seen < 8:
+        if isinstance(backend, ServerModelBackend):
+            return backend
+        backend = getattr(backend, "backend", None)
+        seen += 1
+    return None
