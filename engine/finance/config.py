@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal, Mapping
 
+from engine.memory_budget import MemoryBudget
 from engine.config import check, from_dict
 from engine.templates import PromptsConfig, check_files
 from engine.errors import ConfigError
@@ -84,18 +85,17 @@ class ToEConfig:
 
 
 @dataclass(frozen=True)
-class MemoryConfig:
-    """Pipe+Mem0 / Pipe+MemRL: memories shown per prediction (retrieval is per news item)."""
+class MemoryConfig(MemoryBudget):
+    """``[memory]``: the shared budget (``top_k``: Mem0 ``top_k`` and MemRL ``select_k`` per news item;
+    ``max_experience_tokens``: the memories' block per prompt; engine.memory_budget), plus the finance
+    adapter's ``max_memories`` (memories shown per prediction, the union over its news items)."""
 
     max_memories: int = 8
-    mem0_top_k: int = 3
-    memrl_select_k: int = 3
     mem0_store: Literal["arrays", "library"] = "arrays"  # see engine/finance/memories.py
 
     def __post_init__(self):
+        super().__post_init__()
         check(self.max_memories >= 1, f"memory.max_memories must be >= 1, got {self.max_memories}")
-        check(self.mem0_top_k >= 1, f"memory.mem0_top_k must be >= 1, got {self.mem0_top_k}")
-        check(self.memrl_select_k >= 1, f"memory.memrl_select_k must be >= 1, got {self.memrl_select_k}")
 
 
 @dataclass(frozen=True)
