@@ -19,7 +19,7 @@ from engine.errors import ConfigError
 from engine.finance.simulated import SimulatedFinanceParams
 from engine.finance.synthetic import SyntheticConfig
 
-METHODS = ("Baseline", "Pipe", "Pipe+Mem0", "Pipe+MemRL", "Pipe+ToE", "Pipe+ToE (LLM update)")
+METHODS = ("Baseline", "Pipe", "Pipe+Mem0", "Pipe+MemRL", "Pipe+FLEX", "Pipe+ToE", "Pipe+ToE (LLM update)")
 
 
 @dataclass(frozen=True)

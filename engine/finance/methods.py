@@ -1,4 +1,4 @@
-"""The compared methods on one news stream as round-loop methods: Baseline, Pipe, Pipe+Mem0, Pipe+MemRL.
+"""The compared methods on one news stream as round-loop methods: Baseline, Pipe, Pipe+Mem0, Pipe+MemRL, Pipe+FLEX.
 
 (Pipe+ToE is in :mod:`engine.finance.toe`.) A round is one trading day; its
 episodes are the day's predictions, one per industry (``episode_id = j * N +
@@ -332,8 +332,13 @@ class PipeMemory(FinanceMethod):
             self.memory = MemRLMemory(MemRLConfig(select_k=cfg.top_k,
                                                   recall_k=max(5, cfg.top_k)), embedder=ctx.embedder)
             self.name = "Pipe+MemRL"
+        elif kind == "flex":  # seed 002 FLEX (engine/flex): TF-IDF over the news texts, domain "finance"
+            from engine.flex.memory import FlexConfig, FlexMemory
+
+            self.memory = FlexMemory(FlexConfig(k=min(5, max(3, cfg.top_k))), embedder=ctx.embedder, domain="finance")
+            self.name = "Pipe+FLEX"
         else:
-            raise ValueError(f"kind must be 'mem0' or 'memrl', got {kind!r}")
+            raise ValueError(f"kind must be 'mem0', 'memrl' or 'flex', got {kind!r}")
         self.ledger = FeedbackLedger()
         self.hcol = int(np.argmin(ctx.horizons))
 
