@@ -393,8 +393,7 @@ class FlexReader:
                 "reflection": str_array([reflection]),
                 "failure_reason": str_array(["" if o.success else failure_reason(solution)]),
                 "source": str_array([source]),
-                "key": str_array([o.key]),
-                "timestamp": str_array([_now()]),
+                "key": str_array([o.key]),  # the timestamp is stamped at admission (apply), not per worker
                 "rejected": np.zeros(1, np.int64),
             })
         return out
