@@ -31,7 +31,9 @@ import numpy as np
 from engine.finance import prompts as P
 from engine.finance.config import MemoryConfig, ProtocolConfig, SamplingConfig
 from engine.finance.data import Market
+from engine.llm import structured as S
 from engine.llm.base import LLMBackend, Request
+from engine.llm.structured import Constraint
 from engine.rounds import Episode, EpisodeResult
 from engine.store import FeedbackLedger
 
@@ -71,9 +73,10 @@ class StreamContext:
     def industries_with_news(self, day: int) -> list[int]:
         return [i for i in range(self.market.n_industries) if (i, day) in self._retained]
 
-    def request(self, prompt: str, episode: str) -> Request:
+    def request(self, prompt: str, episode: str, constraint: Constraint | None = None) -> Request:
+        """One prompt; ``constraint`` is its answer shape (engine.llm.structured), enforced by backends that can."""
         return Request(prompt=prompt, temperature=self.sampling.temperature, max_tokens=self.sampling.max_tokens,
-                       seed=self.seed, episode=episode)
+                       seed=self.seed, episode=episode, constraint=constraint)
 
     def date(self, day: int) -> str:
         return str(self.market.dates[day])
@@ -200,7 +203,7 @@ class FinanceMethod:
                     prompt = prompt or bare
                     stats[i]["experience_fitted"] += 1
             stats[i]["experience_tokens"] += count_tokens_for(llm, prompt) - count_tokens_for(llm, bare)
-            reqs.append(ctx.request(prompt, f"{self.name}:{day}:{i}"))
+            reqs.append(ctx.request(prompt, f"{self.name}:{day}:{i}", S.finance_predict(ctx.horizons)))
         out = {}
         for i, texts in zip(industries, self._generate(llm, reqs, "predict", [stats[i] for i in industries])):
             pred = P.parse_prediction(texts[0] if texts else "", ctx.horizons)
@@ -245,7 +248,7 @@ class Baseline(FinanceMethod):
         todo = [(k, e.payload[2]) for e in episodes for k in ctx.retained(e.payload[2], day)
                 if cache[k, e.payload[2]] == self.UNKNOWN]
         reqs = [ctx.request(P.sentiment_prompt(ctx.market.industries[i], nw.title[k], nw.content[k]),
-                            f"{self.name}:{day}:{i}") for k, i in todo]
+                            f"{self.name}:{day}:{i}", S.FINANCE_SENTIMENT) for k, i in todo]
         new: dict[tuple[int, int], int] = {}
         for (k, i), texts in zip(todo, self._generate(llm, reqs, "sentiment", [stats[i] for _, i in todo])):
             s = P.parse_sentiment(texts[0] if texts else "")

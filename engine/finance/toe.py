@@ -51,9 +51,16 @@ import numpy as np
 from engine.finance import prompts as P
 from engine.finance.config import ToEConfig
 from engine.finance.methods import FinanceMethod, StreamContext, _stats_for
+from engine.llm import structured as S
 from engine.rounds import EpisodeResult
 from engine.store import ExperienceStore, normalized_key
 from kernels import store_tree as KT
+
+
+_NONE = np.zeros(0, np.int64)  # shared empty update columns (never written to)
+_NONE.flags.writeable = False
+_NO_TEXT = np.zeros(0, dtype="U1")
+_NO_TEXT.flags.writeable = False
 
 
 def _collapse(text: str) -> str:
@@ -67,7 +74,7 @@ class _FastView:
     hot path skips :class:`~engine.store.StoreView`'s boundary checks.
     """
 
-    def __init__(self, view):
+    def __init__(self, view, texts: dict | None = None, dirs: dict | None = None):
         self._nodes, self._exp, self._block = view._nodes, view._exp, view._block
         self._pk = view._pk_table
         self._buf = view._text
@@ -75,15 +82,20 @@ class _FastView:
         self.active = view._exp["active"]
         self.merged_into = view._exp["merged_into"]
         self.reliability = view._block[:, : self.H]
-        self._texts: dict[int, str] = {}
-        self._dirs: dict[int, np.ndarray] = {}
+        self._ends = view._nodes["text_end"]
+        # decoded texts by (node, end of its bytes): the text buffer only grows, so a key never changes
+        # meaning and the cache may outlive one snapshot (the method keeps it across rounds)
+        self._texts: dict[tuple[int, int], str] = {} if texts is None else texts
+        self._dirs: dict[tuple[int, int, int], np.ndarray] = {} if dirs is None else dirs
+        self._n_inactive = int(view.n_experiences - np.count_nonzero(self.active[: view.n_experiences]))
 
     def node_text(self, nid: int) -> str:
-        t = self._texts.get(nid)
+        ends = self._ends
+        key = (nid, int(ends[nid]))
+        t = self._texts.get(key)
         if t is None:
-            ends = self._nodes["text_end"]
             start = 0 if nid == 0 else int(ends[nid - 1])
-            t = self._texts[nid] = self._buf[start: int(ends[nid])].tobytes().decode("utf-8")
+            t = self._texts[key] = self._buf[start: key[1]].tobytes().decode("utf-8")
         return t
 
     def find(self, parent: int, key: int) -> int:
@@ -91,6 +103,7 @@ class _FastView:
         return int(KT.pk_find(self._pk, nd["parent"], nd["key"], int(parent), np.uint64(key)))
 
     def children(self, nid: int) -> list[int]:
+        """Children in insertion order (a Python walk: faster than a compiled call for a few)."""
         first, nxt = self._nodes["first_child"], self._nodes["next_sibling"]
         out, c = [], int(first[nid])
         while c >= 0:
@@ -102,12 +115,19 @@ class _FastView:
         return [self.node_text(int(v)) for v in self._exp["path"][eid] if v >= 0]
 
     def directions(self, fnode: int) -> np.ndarray:
-        """Active experience rows under a factor node, in creation order."""
-        d = self._dirs.get(fnode)
+        """Active experience rows under a factor node, in creation order (read-only)."""
+        if fnode < 0:
+            return _NONE
+        # the rows under a node change only when it gains a child or a row turns inactive (a merge;
+        # rows never turn active again), so this key names one answer and the cache outlives a snapshot
+        key = (fnode, int(self._nodes["last_child"][fnode]), self._n_inactive)
+        d = self._dirs.get(key)
         if d is None:
-            eids = self._nodes["eid"][self.children(fnode)] if fnode >= 0 else np.zeros(0, np.int64)
+            eids = self._nodes["eid"][self.children(fnode)]
             eids = eids[eids >= 0]
-            d = self._dirs[fnode] = eids[self.active[eids]] if eids.size else eids.astype(np.int64)
+            d = eids[self.active[eids]] if eids.size else _NONE
+            d.flags.writeable = False
+            self._dirs[key] = d
         return d
 
 
@@ -185,6 +205,12 @@ class PipeToE(FinanceMethod):
         # ground-truth attribution (synthetic data): hits per (experience row, news channel)
         self.n_channels = int(n_channels)
         self.channel_hits = np.zeros((256, max(1, self.n_channels)), dtype=np.int64)
+        # (industry, factor spelling) -> its factor node in the store: a lookup the barrier repeats
+        # for every routed news item (derived from the store; emptied on load_state; a change to the
+        # factor level other than adding nodes must empty it too)
+        self._factor_nodes: dict[tuple[int, str], int] = {}
+        self._text_cache: dict[tuple[int, int], str] = {}  # node texts decoded by the episodes (_FastView)
+        self._dir_cache: dict[tuple[int, int, int], np.ndarray] = {}  # directions per factor node (_FastView)
 
     # ------------------------------------------------------------------ the round contract
     def snapshot(self):
@@ -196,7 +222,7 @@ class PipeToE(FinanceMethod):
 
     def _day(self, snapshot, j, episodes, llm):
         view = _FastView(ExperienceStore.from_snapshot({k[6:]: v for k, v in snapshot.items()
-                                                        if k.startswith("store_")}))
+                                                        if k.startswith("store_")}), self._text_cache, self._dir_cache)
         stats = _stats_for(episodes)
         ov = {e.payload[2]: _Overlay(view, self.ctx.horizons, self.cfg.q0, self.cfg.q_min, self.cfg.q_max)
               for e in episodes}
@@ -215,9 +241,9 @@ class PipeToE(FinanceMethod):
             u.setdefault("fb_deltas", np.zeros(0))
             for key in ("route_news", "recall", "proposal_recall", "merge_keep", "merge_drop", "hit", "hit_channel",
                         "used"):
-                u.setdefault(key, np.zeros(0, np.int64))
+                u.setdefault(key, _NONE)
             for key in ("route_factor", "new_factor", "new_direction"):
-                u.setdefault(key, np.zeros(0, dtype="U1"))
+                u.setdefault(key, _NO_TEXT)
             u["used"] = np.asarray(used.get(i, []), dtype=np.int64)
             out.append(EpisodeResult(e.episode_id, self._record(e, preds.get(i, self._nan()), stats[i], llm), u))
         return out
@@ -247,7 +273,8 @@ class PipeToE(FinanceMethod):
                 exps = [(eid, tuple(view.path_texts(eid)), float(view.reliability[eid, hc]))
                         for eid in dict.fromkeys(refs)]
                 prompt = P.update_prompt(ctx.market.industries[i], ctx.date(d0), ctx.horizons[hc], a, o, a * o, exps)
-                reqs.append(ctx.request(prompt, f"{self.name}:update:{epi}:{hc}"))
+                reqs.append(ctx.request(prompt, f"{self.name}:update:{epi}:{hc}",
+                                        S.finance_update([x[0] for x in exps], self.cfg.q_min, self.cfg.q_max)))
                 shown.append((i, hc, rs, refs, exps))
                 owners.append(stats[i])
         deltas: dict[int, list] = defaultdict(list)
@@ -292,9 +319,10 @@ class PipeToE(FinanceMethod):
         reqs = []
         for k, i in todo:
             name = ctx.market.industries[i]
-            known = [view.node_text(int(c)) for c in view.children(int(self.industry_node[i]))]
+            known = [view.node_text(c) for c in view.children(int(self.industry_node[i]))]
             factors = list(dict.fromkeys(list(self.cfg.factors) + known))
-            reqs.append(ctx.request(P.route_prompt(name, factors, nw.title[k], nw.content[k]), f"{self.name}:route:{k}"))
+            reqs.append(ctx.request(P.route_prompt(name, factors, nw.title[k], nw.content[k]), f"{self.name}:route:{k}",
+                                    S.FINANCE_ROUTE))
         routed: dict[tuple[int, int], str] = {}
         for (k, i), texts in zip(todo, self._generate(llm, reqs, "route", [stats[i] for _, i in todo])):
             f = P.parse_route(texts[0] if texts else "")
@@ -327,7 +355,7 @@ class PipeToE(FinanceMethod):
             recall[i].extend(cands.tolist())
             listed = [(int(e), view.node_text(int(view._exp["path"][e, 2]))) for e in cands]
             reqs.append(ctx.request(P.rerank_prompt(name, factor, nw.title[k], nw.content[k], listed),
-                                    f"{self.name}:rerank:{day}:{k}"))
+                                    f"{self.name}:rerank:{day}:{k}", S.finance_rerank(cands.tolist())))
             meta.append((k, i, fnode, fkey, cands))
         selected: list[list[int]] = []
         created: dict[int, list[int]] = defaultdict(list)
@@ -423,7 +451,7 @@ class PipeToE(FinanceMethod):
                     continue
                 ind, fac, _ = self._path(view, o, i, ref)
                 reqs.append(self.ctx.request(P.merge_prompt(ind, fac, texts[best], mine),
-                                             f"{self.name}:merge:{ref}"))
+                                             f"{self.name}:merge:{ref}", S.FINANCE_MERGE))
                 pairs.append((i, sibs[best], ref))
         keep_of: dict[int, list] = defaultdict(list)
         drop_of: dict[int, list] = defaultdict(list)
@@ -449,79 +477,126 @@ class PipeToE(FinanceMethod):
         so phase by phase equals episode by episode): LLM deltas, factor nodes, new directions,
         recalls, merges, hits, ledger entries; then the formula rule's due feedback."""
         st = self.store
-        fb = [r for r in results if r.updates["fb_entries"].size]
+        if not results:
+            return
+        ups = [r.updates for r in results]
+        fb = [u for u in ups if u["fb_entries"].size]
         if fb:  # LLM-based updater, eq. (10), entry order
-            st.resolve(np.concatenate([np.asarray(r.updates["fb_entries"], np.int64) for r in fb]),
-                       rewards=np.concatenate([np.asarray(r.updates["fb_deltas"], np.float64) for r in fb]),
+            st.resolve(np.concatenate([np.asarray(u["fb_entries"], np.int64) for u in fb]),
+                       rewards=np.concatenate([np.asarray(u["fb_deltas"], np.float64) for u in fb]),
                        rule="delta")
-        paths, created, first_new = [], [], {}
-        for r in results:
-            u, i = r.updates, int(r.record["industry"])
+        industry = [int(r.record["industry"]) for r in results]
+        self._add_routes(ups, industry)
+        paths, created, n_new = [], [], np.zeros(len(results), np.int64)
+        for n, (r, u, i) in enumerate(zip(results, ups, industry)):
             ind = self.ctx.market.industries[i]
-            for k, f in zip(u["route_news"].tolist(), u["route_factor"].tolist()):
-                f = _collapse(f)
-                self.route[k, i] = st.add_nodes([[ind, f]], keys=[[normalized_key(ind), normalized_key(f)]])[0]
-            first_new[r.episode_id] = len(paths)
+            n_new[n] = len(u["new_direction"])
+            day = float(r.record["day"])
             for f, d in zip(u["new_factor"].tolist(), u["new_direction"].tolist()):
-                paths.append([ind, str(f), str(d)])
-                created.append(float(r.record["day"]))
+                paths.append([ind, f, d])
+                created.append(day)
         rows = np.zeros(0, np.int64)
         if paths:
             rows = st.add_paths(paths, keys=[[normalized_key(t) for t in p] for p in paths],
                                 created=np.asarray(created))
             self._grow_channel_hits()
+        first_new = np.cumsum(n_new) - n_new  # each episode's first new direction in ``rows``
 
-        def rows_of(r, refs) -> np.ndarray:
-            """Store rows of an episode's references (``-1 - m``: its m-th new direction)."""
-            refs = np.asarray(refs, dtype=np.int64)
-            new = refs < 0
-            if new.any():
-                refs = refs.copy()
-                refs[new] = rows[first_new[r.episode_id] - 1 - refs[new]]
-            return refs
+        # every episode's references as store rows (``-1 - m``: its m-th new direction), in one pass
+        names = ("recall", "proposal_recall", "merge_keep", "merge_drop", "hit", "used")
+        parts = [np.asarray(u[k], np.int64) for u in ups for k in names]
+        sizes = np.fromiter((p.size for p in parts), np.int64, len(parts))
+        refs = np.concatenate(parts)
+        owner = np.repeat(np.repeat(np.arange(len(ups)), len(names)), sizes)
+        name = np.repeat(np.tile(np.arange(len(names)), len(ups)), sizes)
+        new = refs < 0
+        if new.any():
+            refs[new] = rows[first_new[owner[new]] - 1 - refs[new]]
 
-        rec = [rows_of(r, np.concatenate([r.updates["recall"], r.updates["proposal_recall"]])) for r in results]
-        rec = np.concatenate(rec) if rec else np.zeros(0, np.int64)
+        def rows_of(*which) -> np.ndarray:
+            mask = name == names.index(which[0])
+            for w in which[1:]:
+                mask |= name == names.index(w)
+            return refs[mask]
+
+        rec = rows_of("recall", "proposal_recall")
         if rec.size:
             st.record_recall(rec)
-        for r in results:
-            u = r.updates
-            for keep, drop in zip(rows_of(r, u["merge_keep"]).tolist(), rows_of(r, u["merge_drop"]).tolist()):
-                k, d = st.canonical([keep, drop])
-                if k != d:
-                    st.merge(int(k), int(d))
-                    self.channel_hits[k] += self.channel_hits[d]
-                    self.channel_hits[d] = 0
-        hits = [rows_of(r, r.updates["hit"]) for r in results]
-        hits = np.concatenate(hits) if hits else np.zeros(0, np.int64)
+        for k, d in zip(rows_of("merge_keep").tolist(), rows_of("merge_drop").tolist()):
+            k, d = st.canonical([k, d])
+            if k != d:
+                st.merge(int(k), int(d))
+                self.channel_hits[k] += self.channel_hits[d]
+                self.channel_hits[d] = 0
+        hits = rows_of("hit")
         if hits.size:
             hits = st.canonical(hits)
             st.record_hit(hits)
             if self.n_channels:
-                ch = np.concatenate([np.asarray(r.updates["hit_channel"], np.int64) for r in results])
+                ch = np.concatenate([np.asarray(u["hit_channel"], np.int64) for u in ups])
                 ok = ch >= 0
                 np.add.at(self.channel_hits, (hits[ok], ch[ok]), 1)
+        at = name == names.index("used")
+        self._defer(results, refs[at], owner[at])
+        self._after_round(int(results[-1].record["day"]))
+
+    def _add_routes(self, ups, industry) -> None:
+        """The factor node of every newly routed (news, industry) pair: one ``add_nodes`` call over the
+        distinct (industry, factor) prefixes, in first-seen order (the ids an episode-by-episode
+        loop would give)."""
+        prefix: dict[tuple[int, str], int] = {}
+        news, which = [], []
+        for u, i in zip(ups, industry):
+            for k, f in zip(u["route_news"].tolist(), u["route_factor"].tolist()):
+                news.append((k, i))
+                which.append(prefix.setdefault((i, _collapse(f)), len(prefix)))
+        if not prefix:
+            return
+        names = self.ctx.market.industries
+        cache = self._factor_nodes
+        todo = [p for p in prefix if p not in cache]
+        if todo:
+            made = self.store.add_nodes([[names[i], f] for i, f in todo],
+                                        keys=[[normalized_key(names[i]), normalized_key(f)] for i, f in todo])
+            cache.update(zip(todo, made.tolist()))
+        nodes = np.fromiter((cache[p] for p in prefix), np.int64, len(prefix))
+        k, i = np.asarray(news, np.int64).T
+        self.route[k, i] = nodes[np.asarray(which, np.int64)]
+
+    def _defer(self, results, used, owner) -> None:
+        """ToE eq. (7): one ledger entry per (episode, used experience, horizon), ``r = a_t * o_{t+h}``
+        due on day ``t + h``; horizon-major within an episode. An experience merged at this barrier
+        stands for the one it went into, once."""
+        st = self.store
+        if not used.size:
+            return
+        R = len(results)
+        s = np.stack([np.asarray(r.record["s"], np.float64) for r in results])
+        live = np.isfinite(s[:, 0])
+        keep = live[owner]
+        used, owner = used[keep], owner[keep]
+        if (st.merged_into[used] >= 0).any():
+            canon = st.canonical(used)
+            first = np.ones(used.size, bool)
+            for n in np.unique(owner).tolist():  # rare: a merge on this barrier touched a used row
+                at = np.flatnonzero(owner == n)
+                _, idx = np.unique(canon[at], return_index=True)
+                first[at] = False
+                first[at[idx]] = True
+            used, owner = canon[first], owner[first]
+        if not used.size:
+            return
         H = len(self.ctx.horizons)
         horizons = np.asarray(self.ctx.horizons, np.int64)
-        cols: list[list[np.ndarray]] = [[], [], [], [], []]
-        into = st.merged_into
-        for r in results:
-            used = rows_of(r, r.updates["used"])
-            s = r.record["s"]
-            if not (used.size and np.isfinite(s[0])):
-                continue
-            if (into[used] >= 0).any():  # merged at this barrier: the experience it went into, once
-                used = np.asarray(list(dict.fromkeys(st.canonical(used).tolist())), np.int64)
-            day = int(self.days[r.record["day"]])
-            cols[0].append(np.full(used.size * H, r.episode_id))
-            cols[1].append(np.tile(used, H))
-            cols[2].append(np.repeat(np.arange(H), used.size))
-            cols[3].append(np.repeat(day + horizons, used.size))
-            cols[4].append(np.repeat(np.asarray(s, np.float64), used.size))
-        if cols[0]:  # ToE eq. (7): r = a_t * o_{t+h}, due on day t + h
-            st.defer(*(np.concatenate(c) for c in cols))
-        if results:
-            self._after_round(int(results[-1].record["day"]))
+        lens = np.bincount(owner, minlength=R)
+        ustart = np.cumsum(lens) - lens
+        size = H * lens
+        who = np.repeat(np.arange(R), size)
+        within = np.arange(who.size) - np.repeat(np.cumsum(size) - size, size)
+        h, m = np.divmod(within, lens[who])
+        day = np.asarray([int(self.days[r.record["day"]]) for r in results], np.int64)
+        eps = np.asarray([r.episode_id for r in results], np.int64)
+        st.defer(eps[who], used[ustart[who] + m], h, day[who] + horizons[h], s[who, h])
 
     def _after_round(self, j: int) -> None:
         """Formula rule (eq. (A6)): every entry due by the next day's predictions, entry order, once."""
@@ -559,6 +634,7 @@ class PipeToE(FinanceMethod):
     def load_state(self, directory: Path) -> None:
         directory = Path(directory)
         self.store = ExperienceStore.load(directory / "store")
+        self._factor_nodes, self._text_cache, self._dir_cache = {}, {}, {}
         self.route = np.load(directory / "route.npy")
         ch = np.load(directory / "channel_hits.npy")
         self.channel_hits = np.zeros((max(256, ch.shape[0]), ch.shape[1]), dtype=np.int64)

@@ -52,6 +52,7 @@ from engine.forecast.memtools import AdmissionError, Candidate, ProceduralStore
 from engine.forecast.subagent import MemoryProcessor, write_item
 from engine.forecast.validation_metric import BRIER, ValidationMetric
 from engine.llm.base import Request
+from engine.llm.structured import FORECAST_CRITIC, FORECAST_EDITOR
 
 
 # --------------------------------------------------------------------------- Experience Bank
@@ -95,6 +96,12 @@ class ExperienceBank:
                 raise InputError("suggestion 'modify' needs a non-empty new_text")
             return ExperienceBank(tuple((e, text if e == target else t) for e, t in self.entries))
         raise InputError(f"suggestion operation must be add, modify or remove, got {op!r}")
+
+
+def _has_suggestions(text: str) -> bool:
+    from engine.forecast.toolcalls import _json_objects
+
+    return any(isinstance(o, dict) and isinstance(o.get("suggestions"), list) for o in _json_objects(text))
 
 
 def parse_suggestions(text: str) -> list[dict]:
@@ -371,9 +378,10 @@ class Evolution:
     def _specs(self, guide, paths):
         return {n: (self.store.tools[n].spec if n in self.store.tools else _staged_spec(paths[n])) for n in paths}
 
-    def _ask(self, prompt: str, temperature: float = 0.7) -> str:
+    def _ask(self, prompt: str, temperature: float = 0.7, constraint=None) -> str:
         r = self.llm.generate([Request(messages=({"role": "user", "content": prompt},), max_tokens=self.cfg.max_tokens,
-                                       temperature=temperature, seed=self.rng.randrange(1 << 30))])[0]
+                                       temperature=temperature, seed=self.rng.randrange(1 << 30),
+                                       constraint=constraint)])[0]
         return r.texts[0] if r.completions else ""
 
     def _paths(self, gid: str) -> dict:
@@ -400,8 +408,10 @@ class Evolution:
         guide_ctx = json.dumps({"guide_id": gid, f"validation_{self.metric.name}": current.score,
                                 **self.store.guides[gid]})[:3000]
         reply = self._ask(prompts.editor_prompt(list(self.bank), guide_ctx, json.dumps(result)[:3000], ep.summary(),
-                                                self.cfg.max_suggestions))
+                                                self.cfg.max_suggestions), constraint=FORECAST_EDITOR)
         entry = {"track": "textual", "guide": gid, "from": self.bank.version, "tried": [], "accepted": None}
+        if not _has_suggestions(reply):
+            entry["unusable"] = "editor"  # counted in the run's evolution summary (an unparseable reply)
         for s in parse_suggestions(reply)[: self.cfg.max_suggestions]:
             try:
                 cand = self.bank.apply(s)
@@ -456,8 +466,11 @@ class Evolution:
         entry = {"track": "procedural", "kind": "rollout", "parent": parent, "question": q.qid}
         from engine.forecast.toolcalls import _json_objects
 
-        critic = next((o for o in _json_objects(self._ask(prompts.critic_prompt(guide, sources, rollout), 0.3))
+        critic = next((o for o in _json_objects(self._ask(prompts.critic_prompt(guide, sources, rollout), 0.3,
+                                                               constraint=FORECAST_CRITIC))
                        if isinstance(o, dict) and "should_evolve" in o), None)
+        if critic is None:
+            entry["unusable"] = "critic"
         if not critic or not critic.get("should_evolve") or not str(critic.get("design_requirement", "")).strip():
             entry["result"] = "critic: no evolution"
             self.log.append(entry)

@@ -415,8 +415,10 @@ def evolution_extras(method, run: RunSpec, out: Path) -> dict:
     method.write_store(out / rel)
     evolution = {}
     for cat, state in method.history.items():
+        unusable = {k: sum(1 for e in state["log"] if e.get("unusable") == k) for k in ("editor", "critic")}
         evolution[cat] = {"log": state["log"], "tree_edges": state["tree"].edges, "scores": dict(state["tree"].score),
-                          "store": rel, "categories": {k: list(v) for k, v in state["categories"].items()}}
+                          "store": rel, "categories": {k: list(v) for k, v in state["categories"].items()},
+                          "unusable": unusable}
     return {"evolution": evolution}
 
 

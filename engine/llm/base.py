@@ -95,7 +95,7 @@ class LLMBackend(Protocol):
     def generate(self, requests: Sequence[Request]) -> list[Response]: ...
 
 
-@dataclass
+@dataclass(slots=True)
 class Usage:
     """Counts of calls (requests), samples (completions) and tokens."""
 
@@ -121,10 +121,14 @@ class UsageMeter:
     per_episode: dict[str, Usage] = field(default_factory=dict)
 
     def record(self, requests: Sequence[Request], responses: Sequence[Response]) -> None:
+        total, per = self.total, self.per_episode
         for req, resp in zip(requests, responses):
-            self.total.add(resp)
+            total.add(resp)
             if req.episode is not None:
-                self.per_episode.setdefault(req.episode, Usage()).add(resp)
+                u = per.get(req.episode)
+                if u is None:
+                    u = per[req.episode] = Usage()
+                u.add(resp)
 
 
 def answered_by(backend) -> tuple[str, str]:

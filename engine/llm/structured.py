@@ -32,12 +32,14 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, replace
-from functools import cached_property
+from functools import cached_property, lru_cache
 from typing import Any, Sequence
 
 # Prompt kinds that declare an answer shape. Game-of-24 lines are declared here (regex and GBNF) for the
 # backends; the ToT prompts attach them where the search builds its requests.
-KINDS = ("prophet_forecast", "game24_value", "game24_step", "game24_answer", "mem0_extraction")
+KINDS = ("prophet_forecast", "game24_value", "game24_step", "game24_answer", "mem0_extraction",
+         "finance_route", "finance_rerank", "finance_merge", "finance_predict", "finance_sentiment", "finance_update",
+         "forecast_editor", "forecast_critic")
 
 
 @dataclass(frozen=True)
@@ -104,6 +106,76 @@ GAME24_ANSWER = Constraint(  # "Answer: (5 - 1) * (3 + 3) = 24"
     "game24_answer", regex=r"Answer: [-+*/() 0-9]+ = 24",
     grammar='root ::= "Answer: " [-+*/() 0-9]+ " = 24"',
 )
+
+
+def _object(kind: str, properties: dict, required: Sequence[str] | None = None) -> Constraint:
+    schema = {"type": "object", "properties": properties,
+              "required": list(properties if required is None else required), "additionalProperties": False}
+    return Constraint(kind, schema_json=json.dumps(schema))
+
+
+_TEXT = {"type": "string"}
+_NULLABLE_TEXT = {"anyOf": [{"type": "string"}, {"type": "null"}]}
+
+# Finance (engine/finance/prompts.py): the shapes the parsers there read; each prompt's own "Answer with
+# JSON only: ..." line (engine/prompts/finance.toml) states the same shape in words.
+FINANCE_ROUTE = _object("finance_route", {"industry": _TEXT, "factor": _TEXT})
+FINANCE_MERGE = _object("finance_merge", {"merge": {"type": "boolean"}, "text": _TEXT})
+FINANCE_SENTIMENT = _object("finance_sentiment", {"sentiment": {"type": "integer", "enum": [-1, 0, 1]}})
+
+
+def finance_rerank(candidates: Sequence[int]) -> Constraint:
+    """``{"selected": [listed ids], "new_direction": text or null}``; ids outside the listed candidates
+    cannot be written (with no candidates, ``selected`` is empty)."""
+    return _finance_rerank(tuple(sorted({int(c) for c in candidates})))
+
+
+@lru_cache(maxsize=4096)
+def _finance_rerank(ids: tuple[int, ...]) -> Constraint:
+    item = {"type": "integer", "enum": ids} if ids else {"type": "integer"}
+    selected = {"type": "array", "items": item, "maxItems": len(ids)}
+    return _object("finance_rerank", {"selected": selected, "new_direction": _NULLABLE_TEXT})
+
+
+def finance_predict(horizons: Sequence[int]) -> Constraint:
+    """``{"reasoning", "key_factor", "sentiment": {"<h>": number in [-1, 1] per horizon}, "confidence" in [0, 1]}``."""
+    return _finance_predict(tuple(int(h) for h in horizons))
+
+
+@lru_cache(maxsize=64)
+def _finance_predict(horizons: tuple[int, ...]) -> Constraint:
+    sent = {"type": "object", "properties": {str(h): {"type": "number", "minimum": -1, "maximum": 1} for h in horizons},
+            "required": [str(h) for h in horizons], "additionalProperties": False}
+    return _object("finance_predict", {"reasoning": _TEXT, "key_factor": _TEXT, "sentiment": sent,
+                                       "confidence": {"type": "number", "minimum": 0, "maximum": 1}})
+
+
+def finance_update(eids: Sequence[int], q_min: float, q_max: float) -> Constraint:
+    """ToE eq. (10) updater: ``{"updates": [{"eid": shown id, "reliability": number in [q_min, q_max]}]}``."""
+    return _finance_update(tuple(sorted({int(e) for e in eids})), float(q_min), float(q_max))
+
+
+@lru_cache(maxsize=4096)
+def _finance_update(ids: tuple[int, ...], q_min: float, q_max: float) -> Constraint:
+    item = {"type": "object", "properties": {
+        "eid": {"type": "integer", "enum": ids} if ids else {"type": "integer"},
+        "reliability": {"type": "number", "minimum": float(q_min), "maximum": float(q_max)}},
+        "required": ["eid", "reliability"], "additionalProperties": False}
+    return _object("finance_update", {"updates": {"type": "array", "items": item}})
+
+
+# ForeDreamer's evolution (engine/prompts/forecast.toml, Prompts 7 and 8)
+FORECAST_EDITOR = _object("forecast_editor", {"suggestions": {"type": "array", "items": {
+    "type": "object",
+    "properties": {"priority": {"type": "integer", "minimum": 1},
+                   "operation": {"type": "string", "enum": ["add", "modify", "remove"]},
+                   "target_experience_id": _TEXT, "new_text": _TEXT, "analysis": _TEXT,
+                   "generality_assessment": _TEXT, "expected_benefit": _TEXT},
+    "required": ["priority", "operation", "target_experience_id", "new_text", "analysis",
+                 "generality_assessment", "expected_benefit"],
+    "additionalProperties": False}}})
+FORECAST_CRITIC = _object("forecast_critic", {"should_evolve": {"type": "boolean"}, "analysis": _TEXT,
+                                              "design_requirement": _TEXT})
 
 
 def response_format(c: Constraint) -> dict | None:

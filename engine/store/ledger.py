@@ -18,6 +18,7 @@ import numpy as np
 
 from engine.errors import InputError, StoreError
 from engine.store import validate as V
+from kernels.ledger_hash import entry_hash, index_find, index_insert
 
 LEDGER_COLUMNS: dict[str, str] = {
     "episode": "i8",  # episode id that used the experience
@@ -31,20 +32,14 @@ LEDGER_COLUMNS: dict[str, str] = {
 PENDING, APPLIED = 0, 1
 
 
-def _mix(x: np.ndarray) -> np.ndarray:
-    x = x.astype(np.uint64, copy=True)
-    with np.errstate(over="ignore"):
-        x ^= x >> np.uint64(30)
-        x *= np.uint64(0xBF58476D1CE4E5B9)
-        x ^= x >> np.uint64(27)
-        x *= np.uint64(0x94D049BB133111EB)
-        x ^= x >> np.uint64(31)
-    return x
-
-
 def _entry_hash(episode, eid, horizon) -> np.ndarray:
-    with np.errstate(over="ignore"):
-        return _mix(_mix(_mix(episode.astype(np.uint64)) ^ eid.astype(np.uint64)) ^ horizon.astype(np.uint64))
+    return entry_hash(np.ascontiguousarray(episode, np.int64), np.ascontiguousarray(eid, np.int64),
+                      np.ascontiguousarray(horizon, np.int64))
+
+
+def _table_size(n: int) -> int:
+    """A power of two at least twice ``n`` (load factor <= 1/2), at least 64."""
+    return 1 << max(6, int(2 * max(n, 1) - 1).bit_length())
 
 
 class FeedbackLedger:
@@ -53,8 +48,7 @@ class FeedbackLedger:
     def __init__(self, capacity: int = 64):
         self._n = 0
         self._cols = {n: np.empty(capacity, dtype=dt) for n, dt in LEDGER_COLUMNS.items()}
-        self._hash_sorted = np.empty(0, dtype=np.uint64)
-        self._hash_order = np.empty(0, dtype=np.int64)
+        self._table = np.full(_table_size(capacity), -1, dtype=np.int64)  # hash index of entry ids
 
     def __len__(self) -> int:
         return self._n
@@ -73,18 +67,17 @@ class FeedbackLedger:
     def n_pending(self) -> int:
         return int((self._cols["status"][: self._n] == PENDING).sum())
 
-    def _find(self, episode, eid, horizon) -> np.ndarray:
-        """Entry index of each key, or -1."""
+    def _find(self, episode, eid, horizon, h=None) -> np.ndarray:
+        """Entry index of each key, or -1 (``h``: the keys' hashes, when the caller has them)."""
         out = np.full(eid.shape[0], -1, dtype=np.int64)
-        hs = self._hash_sorted
-        if hs.size == 0 or eid.size == 0:
+        if self._n == 0 or eid.size == 0:
             return out
-        h = _entry_hash(episode, eid, horizon)
-        pos = np.minimum(np.searchsorted(hs, h), hs.shape[0] - 1)
-        cand = self._hash_order[pos]
+        if h is None:
+            h = _entry_hash(episode, eid, horizon)
         c = self._cols
-        ok = (hs[pos] == h) & (c["episode"][cand] == episode) & (c["eid"][cand] == eid) & (c["horizon"][cand] == horizon)
-        out[ok] = cand[ok]
+        index_find(self._table, c["episode"], c["eid"], c["horizon"], h,
+                   np.ascontiguousarray(episode, np.int64), np.ascontiguousarray(eid, np.int64),
+                   np.ascontiguousarray(horizon, np.int64), out)
         return out
 
     def add(self, episode_ids, eids, horizons, due, actions) -> np.ndarray:
@@ -105,14 +98,18 @@ class FeedbackLedger:
             if arr.shape[0] != b:
                 raise InputError(f"{name} must have {b} entries (one per eid), got {arr.shape[0]}")
         h = _entry_hash(episode, eids, horizon)
-        if b:
-            uniq, first, counts = np.unique(h, return_index=True, return_counts=True)
-            if (counts > 1).any():
-                dup = int(np.flatnonzero(h == uniq[counts > 1][0])[1])
+        order = np.argsort(h, kind="stable")
+        hs = h[order]
+        same = np.flatnonzero(hs[1:] == hs[:-1])
+        if same.size:  # equal hashes: a repeated key, unless (2^-64) a collision of distinct keys
+            a, z = order[same], order[same + 1]
+            rep = (episode[a] == episode[z]) & (eids[a] == eids[z]) & (horizon[a] == horizon[z])
+            if rep.any():
+                dup = int(z[np.flatnonzero(rep)].min())
                 raise InputError(
                     f"ledger entry (episode={episode[dup]}, eid={eids[dup]}, horizon={horizon[dup]}) "
                     f"appears twice in the batch (position {dup})")
-        found = self._find(episode, eids, horizon)
+        found = self._find(episode, eids, horizon, h)
         old = found >= 0
         if old.any():
             c = self._cols
@@ -151,19 +148,17 @@ class FeedbackLedger:
                 self._cols[k] = g
 
     def _index_new(self, h: np.ndarray, ids: np.ndarray) -> None:
-        """Merge new entries into the sorted hash index: O(n) copies, no rehash of old entries."""
-        order = np.argsort(h, kind="stable")
-        h, ids = h[order], ids[order].astype(np.int64)
-        pos = np.searchsorted(self._hash_sorted, h, side="right")
-        self._hash_sorted = np.insert(self._hash_sorted, pos, h)
-        self._hash_order = np.insert(self._hash_order, pos, ids)
+        """Insert new entries into the hash index (compiled; rebuilt at twice the size past half full)."""
+        if 2 * self._n > self._table.shape[0]:
+            self._reindex()
+        else:
+            index_insert(self._table, h, np.ascontiguousarray(ids, np.int64))
 
     def _reindex(self) -> None:
         c = self._cols
+        self._table = np.full(_table_size(self._n), -1, dtype=np.int64)
         h = _entry_hash(c["episode"][: self._n], c["eid"][: self._n], c["horizon"][: self._n])
-        order = np.argsort(h, kind="stable")
-        self._hash_sorted = h[order]
-        self._hash_order = order.astype(np.int64)
+        index_insert(self._table, h, np.arange(self._n, dtype=np.int64))
 
     def due(self, now) -> np.ndarray:
         """Entry ids of pending entries with ``due <= now``, ascending."""
