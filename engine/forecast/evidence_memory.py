@@ -121,7 +121,7 @@ def _evidence_memory(kind: str, scope: str, cfg: MemoryBaselinesConfig, embedder
 
         return ReMeMemory(ReMeConfig(recall_k=max(10, 2 * cfg.top_k), top_k=cfg.top_k, retrieval="dense", extraction=cfg.extraction),
                           embedder=embedder)
-    from engine.baselines.flex import FlexConfig, FlexMemory
+    from engine.flex.memory import FlexConfig, FlexMemory
 
     return FlexMemory(FlexConfig(k=min(5, max(3, cfg.top_k)), extraction=cfg.extraction), embedder=embedder)
 

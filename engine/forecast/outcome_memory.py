@@ -41,7 +41,7 @@ class ExperienceTrack:
 
             self.memory = ReMeMemory(ReMeConfig(extraction=cfg.extraction), embedder=embedder)
         elif kind == "flex":
-            from engine.baselines.flex import FlexConfig, FlexMemory
+            from engine.flex.memory import FlexConfig, FlexMemory
 
             self.memory = FlexMemory(FlexConfig(extraction=cfg.extraction), embedder=embedder)
         else:

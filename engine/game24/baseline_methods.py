@@ -35,7 +35,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from engine.baselines.common import Attempt, Hit, Outcome
-from engine.baselines.flex import FlexConfig, FlexMemory
+from engine.flex.memory import FlexConfig, FlexMemory
 from engine.baselines.memrl import MemRLConfig, MemRLMemory
 from engine.baselines.reme import ReMeConfig, ReMeMemory
 from engine.config import check, from_dict

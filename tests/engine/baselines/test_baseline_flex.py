@@ -2,7 +2,7 @@
 
 import pytest
 
-from engine.baselines.flex import (
+from engine.flex.memory import (
     FlexConfig,
     FlexMemory,
     augment,
