@@ -1,35 +1,28 @@
-"""Concatenate benchmarks/results/*.md (one per hot path) into benchmarks/RESULTS.md.
+"""Render benchmarks/RESULTS.md, the README's speed table and every docs table from the measured figures.
 
-Each suite writes its own figures and the command that produced them into
-benchmarks/results/<topic>.md; this script only assembles them:
+The suites write their figures as JSON (``benchmarks/results/<topic>.json``: command, machine,
+date, figures; ``benchmarks/_results.py``). This script renders each table from them into the
+marked blocks of ``benchmarks/results/*.md`` (the prose around them is kept), the README's speed
+table and the docs' benchmark tables, then assembles ``benchmarks/RESULTS.md``. It is
+``scripts/doc_tables.py`` (one renderer for every measured table, run summaries included):
 
-    python benchmarks/build_results.py
+    .venv/bin/python benchmarks/build_results.py            # rewrite
+    .venv/bin/python benchmarks/build_results.py --check    # exit 1 if anything is stale
 """
 
+import importlib.util
+import sys
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-ORDER = ["store", "game24_core", "llm", "index", "cluster", "finance", "sandbox"]
+ROOT = Path(__file__).resolve().parents[1]
 
 
-def main() -> None:
-    parts = sorted((HERE / "results").glob("*.md"), key=lambda p: (ORDER.index(p.stem) if p.stem in ORDER else 99, p.stem))
-    body = [
-        "# Benchmark results\n",
-        "Every figure below was measured with pytest-benchmark on the shared 2-core, 24 GiB development",
-        "machine (other jobs running), as a ratio against a reference measured in the same run. Each",
-        "section gives the command that produced it. Figures from the simulated LLM policy are labelled",
-        "SIMULATED: it is a test harness, not a model. Assembled by `python benchmarks/build_results.py`",
-        "from `benchmarks/results/*.md`.\n",
-    ]
-    for p in parts:
-        text = p.read_text().strip()
-        lines = text.splitlines()
-        if lines and lines[0].startswith("# "):
-            lines[0] = "#" + lines[0]
-        body.append("\n".join(lines) + "\n")
-    (HERE / "RESULTS.md").write_text("\n".join(body))
+def _doc_tables():
+    spec = importlib.util.spec_from_file_location("doc_tables", ROOT / "scripts" / "doc_tables.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(_doc_tables().main())

@@ -20,7 +20,9 @@ workers run at nice 0 here (``RAY_worker_niceness=0``; Ray's default is 15), as 
 from __future__ import annotations
 
 import os
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -28,6 +30,9 @@ ray = pytest.importorskip("ray")
 
 from engine.config import apply_overrides, load_toml  # noqa: E402
 from engine.executor import LocalExecutor  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _results import record  # noqa: E402  (benchmarks/_results.py)
 
 EPISODES = int(os.environ.get("TOE_BENCH_EPISODES", 100))
 ROUND = int(os.environ.get("TOE_BENCH_ROUND", 20))
@@ -144,3 +149,18 @@ def test_executor_throughput(benchmark, ray_cluster, workload):
                      f"{st.get('store_apply_s', st['barrier_apply_s']):.4f} | {per} |")
     lines.append("ray-2 / local per pass: " + ", ".join(f"{r:.2f}" for r in per_pass))
     print("\n" + "\n".join(lines))
+    executors_out = {}
+    for key, st in RESULTS.items():
+        executors_out[key] = {
+            "episodes_per_s": st["episodes_per_s"], "round_s": st["round_s"], "round_overhead_s": st["round_overhead_s"],
+            "barrier_apply_s": st["barrier_apply_s"], "store_apply_s": st.get("store_apply_s", st["barrier_apply_s"]),
+            "busy": [w["episodes_per_s"] for w in st["workers"]],
+            "workers": [[w["worker"], w["episodes"], w["episodes_per_s"], w["cpu_s"] / w["busy_s"], w["llm_calls"]]
+                        for w in st["workers"]]}
+    mode = "cold" if COLD else "warm"
+    record("cluster", f"{mode}-{EPISODES}x{ROUND}" + (f",chunks={CHUNKS}" if CHUNKS != 1 else ""), {
+        "episodes": EPISODES, "round": ROUND, "mode": mode, "repeats": REPEATS, "chunks_per_worker": CHUNKS,
+        "simulated": True, "executors": executors_out,
+        "ray2_over_local": RESULTS["ray-2"]["episodes_per_s"] / ref["episodes_per_s"],
+        "ray2_over_local_per_pass": per_pass}, keep="all",
+        note="SIMULATED Game-of-24 policy; every executor gave identical records")

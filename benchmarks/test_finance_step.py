@@ -31,9 +31,13 @@ from engine.finance.simulated import simulated_backend
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _finance_reference as reference  # noqa: E402
+from _results import record  # noqa: E402
 
 DAYS = int(os.environ.get("TOE_BENCH_FIN_DAYS", 60))
 RESULTS: dict[str, float] = {}
+MEDIANS: dict[str, float] = {}
+STREAM_NAMES = {"Pipe+Mem0": "Pipe+Mem0 (arrays store)",
+                "Pipe+ToE": "Pipe+ToE (round loop, ExperienceStore + FeedbackLedger)"}
 
 
 @pytest.fixture(scope="module")
@@ -45,6 +49,10 @@ def setup():
 
 
 def _report(name: str) -> None:
+    record("finance", f"methods,days={DAYS}", {
+        "days": DAYS, "industries": 8, "rounds": 5, "simulated": True,
+        "methods": {STREAM_NAMES.get(k, k): {"mean_s": v, "median_s": MEDIANS[k]} for k, v in RESULTS.items()}},
+        note="SIMULATED finance policy on the synthetic market; figures of the methods timed so far in this session")
     if "Pipe" in RESULTS and name != "Pipe":
         print(f"\n{name}: {RESULTS[name] / RESULTS['Pipe']:.2f}x Pipe's wall time over {DAYS} days "
               f"({1000 * RESULTS[name] / DAYS:.2f} ms per trading day)")
@@ -68,6 +76,8 @@ def test_reference_day_by_day(benchmark, setup):
     once()  # warm-up
     benchmark.pedantic(once, rounds=5, iterations=1)
     RESULTS["Pipe+ToE (day-by-day reference)"] = benchmark.stats.stats.mean
+    MEDIANS["Pipe+ToE (day-by-day reference)"] = benchmark.stats.stats.median
+    _report("Pipe+ToE (day-by-day reference)")
 
 
 @pytest.mark.parametrize("name", ["Pipe", "Pipe+ToE", "Pipe+MemRL", "Pipe+Mem0"])
@@ -83,6 +93,7 @@ def test_stream(benchmark, setup, name):
     once()  # warm-up
     benchmark.pedantic(once, rounds=5, iterations=1)
     RESULTS[name] = benchmark.stats.stats.mean
+    MEDIANS[name] = benchmark.stats.stats.median
     _report(name)
 
 
@@ -119,3 +130,9 @@ def test_side_by_side_interleaved(setup):
     print(f"\nPipe+ToE interleaved over {DAYS} days: round loop / reference, min {min(times['new']) / min(times['old']):.2f}x, "
           f"median of pairs {ratios[2]:.2f}x; per trading day min {1000 * min(times['new']) / DAYS:.2f} ms "
           f"vs {1000 * min(times['old']) / DAYS:.2f} ms")
+    record("finance", f"interleaved,days={DAYS}", {
+        "days": DAYS, "pairs": 5, "simulated": True,
+        "cpu_ratio_min": min(cpu["new"]) / min(cpu["old"]), "cpu_ratio_median": cpu_ratios[2],
+        "wall_ratio_min": min(times["new"]) / min(times["old"]), "wall_ratio_median": ratios[2],
+        "new_ms_per_day": 1000 * min(times["new"]) / DAYS, "old_ms_per_day": 1000 * min(times["old"]) / DAYS},
+        note="SIMULATED finance policy; Pipe+ToE round loop (new) against the day-by-day reference (old)")

@@ -15,7 +15,7 @@ compile times rather than cache loads):
    per solvable state, vs the same in pure Python. Writing Parquet is excluded
    from both sides and reported separately.
 
-Command (figures in benchmarks/results/game24_core.md)::
+Command (writes benchmarks/results/game24_core.json; tables in benchmarks/results/game24_core.md, by build_results.py)::
 
     NUMBA_CACHE_DIR=$(mktemp -d) python -m pytest benchmarks/test_game24.py \\
         --benchmark-only --benchmark-timer=time.process_time -s
@@ -24,8 +24,10 @@ Command (figures in benchmarks/results/game24_core.md)::
 from __future__ import annotations
 
 import itertools
+import sys
 import time
 from fractions import Fraction
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -34,6 +36,9 @@ from engine.game24 import load_puzzles
 from engine.game24.precompute import precompute, to_tables
 from engine.game24.solver import SolverMemo, canonicalize_batch
 from kernels import game24_state as kst
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _results import record  # noqa: E402  (benchmarks/_results.py)
 
 N_STATES = 10**6
 N_REF_HASH = 20_000
@@ -52,6 +57,7 @@ def _report(name, benchmark, ref_s, first_call_s, **extra):
             "first_call_s": first_call_s, **extra}
     benchmark.extra_info.update(info)
     RESULTS[name] = info
+    record("game24_core", name, info, keep="all")  # ranges over runs are quoted
     print(f"\n[game24 {name}] compiled {fast * 1e3:.1f} ms, reference {ref_s:.2f} s, "
           f"ratio {ratio:.0f}x (target >= {TARGETS[name]:.0f}x), first call {first_call_s:.2f} s "
           + " ".join(f"{k}={v}" for k, v in extra.items()))

@@ -24,12 +24,17 @@ TOE_BENCH_DECAY (default 0.5), TOE_BENCH_SIZES (comma list, overrides the sizes)
 from __future__ import annotations
 
 import os
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from engine.index import IndexConfig, NodeIndex
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _results import record  # noqa: E402  (benchmarks/_results.py)
 
 DIM = int(os.environ.get("TOE_BENCH_DIM", "384"))
 DIM_1M = int(os.environ.get("TOE_BENCH_1M_DIM", "64"))
@@ -235,6 +240,11 @@ def test_index(benchmark, n):
               f"{r['batch_speedup_vs_numpy']:.1f} |")
     print("ef sweep (NodeIndex): " + "; ".join(f"ef={e}: p50 {p:.3f} ms, recall@8 {r:.4f}" for e, p, r in sweep))
     benchmark.extra_info.update({"n": n, "dim": dim, "rows": rows, "ef_sweep": sweep})
+    out = [{"method": r["method"], "build_vec_per_s": None if r["build_vec_per_s"] != r["build_vec_per_s"] else r["build_vec_per_s"],
+            "p50_ms": r["p50_ms"], "p99_ms": r["p99_ms"], "batch_q_per_s": r["batch_qps"], "recall": r["recall@8"],
+            "p50_x_numpy": r["p50_speedup_vs_numpy"], "batch_x_numpy": r["batch_speedup_vs_numpy"]} for r in rows]
+    record("index", f"n={n},dim={dim}", {"n": n, "dim": dim, "queries": N_QUERIES, "k": K, "rows": out,
+                                         "ef_sweep": [[int(e), float(p), float(r)] for e, p, r in sweep]})
 
     ours = rows[1]
     assert ours["recall@8"] >= 0.9, ours  # guards against a broken index, not the target

@@ -24,7 +24,7 @@
 
 Figures from the simulated policy are SIMULATED (a test harness, not a model).
 
-Command (figures in benchmarks/results/llm.md)::
+Command (writes benchmarks/results/llm.json; tables in benchmarks/results/llm.md, by build_results.py)::
 
     python -m pytest benchmarks/test_llm.py --benchmark-only --benchmark-timer=time.process_time -s
 
@@ -35,7 +35,9 @@ from __future__ import annotations
 
 import gc
 import os
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -43,6 +45,9 @@ from engine.game24 import prompts as P
 from engine.llm.base import MeteredBackend, Request
 from engine.game24.simulated_policy import Game24Policy, simulated_backend
 from engine.llm.tokens import count_prompt_tokens, count_tokens
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _results import record  # noqa: E402  (benchmarks/_results.py)
 
 PUZZLES = ["4 9 10 13", "1 1 4 6", "2 3 5 12", "3 3 8 8", "1 2 3 4", "5 5 5 11", "6 7 8 9", "1 5 6 7",
            "2 2 6 6", "1 3 4 6", "4 4 7 7", "1 1 11 11"]
@@ -127,6 +132,11 @@ def test_interface_overhead_simulated(benchmark):
           f"backend+metering with outputs looked up {hollow_s * 1e3:.2f} ms -> interface machinery "
           f"{machinery_s * 1e3:.2f} ms ({per_req_us:.1f} us/request) = {overhead * 100:.2f}% of the policy "
           f"(target < 5%); including token counting {strict * 100:.2f}%")
+    record("llm", "overhead", {
+        "requests": len(reqs), "samples": len(table), "repetitions": 15, "policy_s": policy_s, "counting_s": count_s,
+        "lookup_generate_s": hollow_s, "machinery_s": machinery_s, "machinery_us_per_request": per_req_us, "simulated": True,
+        "overhead": overhead, "overhead_with_counting": strict}, keep="all",
+        note="SIMULATED policy (a test harness, not a model); process time, GC off, min of 15 interleaved repetitions")
     assert overhead < 0.05
 
 
@@ -156,4 +166,8 @@ def test_local_model_tokens_per_second(benchmark):
     for p, (toks, wall, tps) in results.items():
         print(f"\n[llm local] SmolLM2-135M Q4_1, {threads} thread(s), {p} slot(s): {toks} tokens in {wall:.1f} s = {tps:.1f} tokens/s")
     print(f"[llm local] 4 slots / 1 slot = {ratio:.2f}x")
+    record("llm", f"local,threads={threads}", {
+        "model": "SmolLM2-135M-Instruct Q4_1", "threads": threads, "requests": len(reqs), "max_tokens": 48,
+        "slots": {str(p): {"tokens": toks, "wall_s": wall, "tokens_per_s": tps} for p, (toks, wall, tps) in results.items()},
+        "ratio_4_vs_1": ratio})
     assert results[1][0] > 0 and results[4][0] > 0

@@ -5,7 +5,7 @@ A trivial MemTool (``run_tool`` returns "ok") through :func:`engine.forecast.san
 tmpfs and back) against the reference measured in the same run: ``python -I -S -c pass`` as a plain
 subprocess (the interpreter start every call pays anyway). Wall time, interleaved rounds, medians.
 
-Command (figures in benchmarks/results/sandbox.md)::
+Command (writes benchmarks/results/sandbox.json; tables in benchmarks/results/sandbox.md, by build_results.py)::
 
     python -m pytest benchmarks/test_sandbox.py --benchmark-only -s
 """
@@ -14,11 +14,16 @@ from __future__ import annotations
 
 import statistics
 import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
 from engine.forecast.sandbox import python_executable, run_sandboxed, sandbox_available
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _results import record  # noqa: E402  (benchmarks/_results.py)
 
 OK, WHY = sandbox_available()
 pytestmark = pytest.mark.skipif(not OK, reason=f"sandbox unavailable: {WHY}")
@@ -53,4 +58,7 @@ def test_memtool_call_overhead(benchmark, tool_and_item):
     s, b = statistics.median(sandboxed), statistics.median(bare)
     print(f"\nsandboxed trivial MemTool call: median {s * 1e3:.1f} ms; bare interpreter start: median "
           f"{b * 1e3:.1f} ms; ratio {s / b:.2f}x")
+    record("sandbox", "trivial-call", {"variant": "benchmark run", "sandboxed_s": s, "bare_s": b, "ratio": s / b,
+                                       "calls": 15},
+           note="median wall time per call, interleaved with a bare interpreter start")
     assert s > 0 and b > 0

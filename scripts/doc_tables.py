@@ -1,15 +1,36 @@
-"""Render every table of measured run figures in README.md and docs/ from a run's summary.json.
+"""Render every table of measured figures in README.md, docs/ and benchmarks/ from what measured them.
 
 Each table sits between marker comments ``<!-- NAME -->`` and ``<!-- /NAME -->``; what lies
-between them is produced here, from the committed ``summary.json`` of the shipped config's run
-(``docs/results/<run>/summary.json``), together with the command that made that run. Nothing in
-a marked block is typed by hand, so a table cannot drift from the code that measured it.
+between them is produced here, together with the command that made the figures, from one of
 
-    .venv/bin/python scripts/doc_tables.py            # rewrite the marked blocks in place
+* a run's ``summary.json``: the shipped config's run, committed as ``docs/results/<run>/summary.json``
+  (``RUNS`` names the command that made each one);
+* a benchmark's ``benchmarks/results/<topic>.json``, which the suites write themselves
+  (``benchmarks/_results.py``; renderers in ``benchmarks/_tables.py``).
+
+``benchmarks/RESULTS.md`` is generated too: the prose of ``benchmarks/results/*.md`` (with their
+rendered blocks) under one heading. Nothing in a marked block is typed by hand, so a table
+cannot drift from the code that measured it.
+
+    .venv/bin/python scripts/doc_tables.py            # rewrite the marked blocks and RESULTS.md in place
     .venv/bin/python scripts/doc_tables.py --check    # exit 1, listing stale blocks, if any differ
 
-To refresh the figures, rerun the run's command (printed in each block), copy its summary.json
-to ``docs/results/<run>/`` and run this script. ``tests/test_doc_tables.py`` checks the docs.
+(``.venv/bin/python benchmarks/build_results.py`` is the same.) To refresh a run's figures, rerun the
+command printed in its block, copy its summary.json to ``docs/results/<run>/`` and run this script;
+to refresh a benchmark's, rerun its command (it rewrites its JSON) and run this script.
+``tests/test_doc_tables.py`` fails when a block or RESULTS.md is stale; its ``slow`` test reruns the
+small shipped runs and compares them with the committed summaries.
+
+Adding a table:
+
+1. From a run: add the run to ``RUNS`` (name -> command), commit its ``docs/results/<name>/summary.json``,
+   write ``render(summary) -> list[str]`` below and register ``"marker": ("doc.md", "name", render)``
+   in ``TABLES``; add the run to ``SMALL_RUNS`` in the test if it takes seconds, not minutes.
+2. From a benchmark: have the suite call ``record(topic, key, figures)`` (``benchmarks/_results.py``),
+   write ``render(data) -> list[str]`` in ``benchmarks/_tables.py`` and register it in that file's
+   ``TABLES`` (and ``KEYS``: the run keys it reads, for the commands in the footer).
+3. Put ``<!-- marker -->`` and ``<!-- /marker -->`` on their own lines where the table goes and run
+   this script: it fills the block.
 """
 
 from __future__ import annotations
@@ -23,6 +44,10 @@ from typing import Callable
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "docs" / "results"
+BENCH_RESULTS = ROOT / "benchmarks" / "results"
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import _tables as bench  # noqa: E402  (benchmarks/_tables.py)
 
 # run name -> the command that made docs/results/<name>/summary.json
 RUNS = {
@@ -30,7 +55,20 @@ RUNS = {
     "finance": ".venv/bin/toe run configs/finance-synthetic.toml --out runs/finance",
     # its reference rows need no model; the model rows of this run are the simulated harness's
     "prophet-arena": ".venv/bin/toe run configs/prophet-arena.toml --set llm.backend=\"simulated\" --out runs/pa",
+    "game24-filtered": (".venv/bin/toe run configs/game24.toml --set tot.drop_invalid_steps=true "
+                        "--set 'methods=[\"tot\",\"toe-supply\",\"toe-guide\"]' --out runs/game24-filtered"),
+    "forecast-baselines": (".venv/bin/toe run configs/prophet-arena.toml --set llm.backend=simulated "
+                           "--set 'run.methods=[\"foredreamer\",\"full_text\",\"rag\",\"mem0\",\"memrl\",\"reme\",\"flex\","
+                           "\"hipporag\",\"memoryos\",\"amem\",\"lightmem\",\"langmem\"]' --set run.max_questions=3 "
+                           "--set 'data.categories=[]' --set agent.top_k=4 --set agent.context_chars=30000 --out runs/pa-baselines"),
+    "futurex": (".venv/bin/toe run configs/futurex.toml --set llm.backend=simulated --set run.max_questions=0 "
+                "--set 'run.methods=[\"foredreamer\",\"full_text\",\"rag\",\"mem0\",\"memrl\",\"reme\",\"flex\"]' "
+                "--out runs/futurex"),
 }
+
+# rows no model produced (uniform, market prices, first option): they carry no [simulated] tag
+REFERENCE_ROWS = {"Uniform (0.5 on every market)", "Market", "No Information (uniform random guess, expected)",
+                  "First option / listed order"}
 
 GAME24_NAMES = {"tot": "ToT", "toe": "ToT+ToE", "toe-supply": "ToT+ToE (supply)", "toe-guide": "ToT+ToE (guide)",
                 "mem0": "ToT+Mem0", "memrl": "ToT+MemRL", "reme": "ToT+ReMe", "flex": "ToT+FLEX"}
@@ -136,7 +174,6 @@ def _finance_metric(metric: str) -> Callable[[dict], list[str]]:
     return render
 
 
-# marker name -> (document, run, renderer)
 def prophet_reference(summary: dict) -> list[str]:
     """README: Brier of the Market and Uniform reference rows per category on every loaded question."""
     rows = {r["method"]: r for r in summary["meta"]["reference_all"]}
@@ -160,9 +197,46 @@ def prophet_reference_full(summary: dict) -> list[str]:
     return lines
 
 
+def game24_filtered(summary: dict) -> list[str]:
+    """docs/game24.md: the engine's filtered ToT variant (each row's own label names the option)."""
+    lines = ["| Method | Accuracy (any of b) | Avg. Calls | Tokens |", "| --- | --- | --- | --- |"]
+    for r in summary["methods"]:
+        lines.append(f"| {r.get('label') or GAME24_NAMES.get(r['method'], r['method'])}{_game24_tag(r)} | "
+                     f"{100 * r['acc_any']:.1f}% ± {100 * r['acc_any_std']:.1f} | {r['calls']:.1f} ± {r['calls_std']:.1f} "
+                     f"| {r['tokens']:.0f} |")
+    return lines
+
+
+def forecast_brier_accuracy(summary: dict) -> list[str]:
+    """docs/forecast_baselines.md: Brier per category, average Brier and accuracy, reference and model rows."""
+    rows = summary["methods"]
+    cats = list(rows[0]["brier"])
+    lines = ["| Method | " + " | ".join(cats) + " | Avg. Brier | Avg. accuracy |", "|---" * (len(cats) + 3) + "|"]
+    for r in rows:
+        b = [r["brier"][c] for c in cats]
+        acc = [r["accuracy"][c] for c in cats]
+        lines.append(f"| {r['method']} | " + " | ".join(f"{v:.4f}" for v in b)
+                     + f" | {sum(b) / len(b):.4f} | {sum(acc) / len(acc):.4f} |")
+    return lines
+
+
+def futurex_accuracy(summary: dict) -> list[str]:
+    """docs/futurex.md: accuracy per question type and overall, reference rows first (higher is better)."""
+    rows = summary["methods"]
+    types = list(rows[0]["n"])
+    n_all = sum(rows[0]["n"].values())
+    lines = ["| Method | " + " | ".join(f"{t} (n={rows[0]['n'][t]})" for t in types) + f" | Overall (n={n_all}) |",
+             "|---" * (len(types) + 2) + "|"]
+    for r in rows:
+        lines.append(f"| {r['method']} | " + " | ".join(f"{r['correct'][t] / r['n'][t]:.4f}" for t in types)
+                     + f" | {sum(r['correct'].values()) / sum(r['n'].values()):.4f} |")
+    return lines
+
+
 # tables of reference rows that no model produced (no [simulated] tag: nothing was simulated)
 NO_MODEL_TABLES = {"prophet-reference-table", "prophet-reference-full-table"}
 
+# marker name -> (document, run in RUNS, renderer)
 TABLES: dict[str, tuple[str, str, Callable[[dict], list[str]]]] = {
     "prophet-reference-table": ("README.md", "prophet-arena", prophet_reference),
     "prophet-reference-full-table": ("docs/forecast.md", "prophet-arena", prophet_reference_full),
@@ -172,7 +246,12 @@ TABLES: dict[str, tuple[str, str, Callable[[dict], list[str]]]] = {
     "game24-baselines-table": ("docs/baselines.md", "game24", game24_baselines),
     "finance-tsic-table": ("docs/finance.md", "finance", _finance_metric("tsIC")),
     "finance-csic-table": ("docs/finance.md", "finance", _finance_metric("csIC")),
+    "game24-filtered-table": ("docs/game24.md", "game24-filtered", game24_filtered),
+    "forecast-baselines-table": ("docs/forecast_baselines.md", "forecast-baselines", forecast_brier_accuracy),
+    "futurex-table": ("docs/futurex.md", "futurex", futurex_accuracy),
 }
+# the benchmarks' tables: the source is "bench:<topic>" (benchmarks/results/<topic>.json; "bench:*" every topic)
+TABLES.update({name: (doc, f"bench:{topic}", render) for name, (doc, topic, render) in bench.TABLES.items()})
 
 
 def load_summary(run: str, results: Path = RESULTS) -> dict:
@@ -182,23 +261,87 @@ def load_summary(run: str, results: Path = RESULTS) -> dict:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
-def render_block(name: str, results: Path = RESULTS) -> str:
+def load_bench(topic: str, bench_results: Path = BENCH_RESULTS) -> dict:
+    path = bench_results / f"{topic}.json"
+    if not path.is_file():
+        raise SystemExit(f"doc_tables: {path} is missing; rerun its benchmark (benchmarks/test_*.py) to write it")
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _machine(m: dict) -> str:
+    what = m.get("description") or f"{m.get('cpu', '?')}, {m.get('cores', '?')} cores, {m.get('memory_gib', '?')} GiB"
+    la = m.get("load_average") or (f"{m['load_average_1_5_15'][0]:.1f}" if m.get("load_average_1_5_15") else None)
+    return what + (f", load average {la}" if la else "")
+
+
+def _bench_footer(name: str, data: dict) -> str:
+    """The commands, dates and machines of the runs a benchmark table reads."""
+    used = [r for key in bench.KEYS.get(name, list(data["runs"])) for r in bench.runs(data, key)]
+    by_cmd: dict[str, list[dict]] = {}
+    for r in used:
+        by_cmd.setdefault(r["command"], []).append(r)
+    parts = []
+    for cmd, rs in by_cmd.items():
+        dates = sorted({r["date"][:10] for r in rs})
+        machines = list(dict.fromkeys(_machine(r["machine"]) for r in rs))
+        parts.append(f"`{cmd}` ({len(rs)} run{'s' if len(rs) > 1 else ''}, {', '.join(dates)}; {'; '.join(machines)})")
+    sim = any(r["figures"].get("simulated") for r in used)
+    return (f"<sub>Rendered by `benchmarks/build_results.py` from `benchmarks/results/{data['topic']}.json`, measured by "
+            + "; ".join(parts) + "." + (" SIMULATED policy: a test harness, not a model." if sim else "") + "</sub>")
+
+
+def render_block(name: str, results: Path = RESULTS, bench_results: Path = BENCH_RESULTS) -> str:
     """What goes between ``<!-- name -->`` and ``<!-- /name -->``: the table and the command that made it."""
-    _, run, render = TABLES[name]
-    summary = load_summary(run, results)
+    _, source, render = TABLES[name]
+    if source == "bench:*":
+        topics = {p.stem: load_bench(p.stem, bench_results) for p in sorted(bench_results.glob("*.json"))}
+        return "\n".join(render(topics) + [
+            "", "<sub>Rendered by `benchmarks/build_results.py` from `benchmarks/results/*.json`; the command, machine "
+                "and date of every figure are under its table in [benchmarks/RESULTS.md](benchmarks/RESULTS.md).</sub>"])
+    if source.startswith("bench:"):
+        data = load_bench(source[len("bench:"):], bench_results)
+        return "\n".join(render(data) + ["", _bench_footer(name, data)])
+    summary = load_summary(source, results)
     label = summary.get("meta", summary).get("label") or summary.get("label", "")
     lines = render(summary)
-    lines += ["", f"<sub>Rendered by `scripts/doc_tables.py` from `docs/results/{run}/summary.json`, made by "
-                  f"`{RUNS[run]}`" + (f"; {label}" if label else "") + ".</sub>"]
+    lines += ["", f"<sub>Rendered by `scripts/doc_tables.py` from `docs/results/{source}/summary.json`, made by "
+                  f"`{RUNS[source]}`" + (f"; {label}" if label else "") + ".</sub>"]
     return "\n".join(lines)
+
+
+RESULTS_MD = "benchmarks/RESULTS.md"
+RESULTS_ORDER = ["store", "game24_core", "llm", "index", "cluster", "finance", "sandbox"]
+RESULTS_HEAD = """# Benchmark results
+
+Every figure below was measured with pytest-benchmark on the shared 2-core, 24 GiB development
+machine (other jobs running, unless a section says the machine was idle), as a ratio against a
+reference measured in the same run. Figures from the simulated LLM policy are labelled SIMULATED:
+it is a test harness, not a model. Generated by `.venv/bin/python benchmarks/build_results.py`:
+the prose of `benchmarks/results/*.md`, with every table rendered from the JSON the suites write
+(`benchmarks/results/<topic>.json`: command, machine, date and figures of each run).
+"""
+
+
+def assemble_results(texts: dict[Path, str], root: Path = ROOT) -> str:
+    """benchmarks/RESULTS.md: every benchmarks/results/*.md (as rendered in ``texts``) under one heading."""
+    parts = sorted((root / "benchmarks" / "results").glob("*.md"),
+                   key=lambda p: (RESULTS_ORDER.index(p.stem) if p.stem in RESULTS_ORDER else 99, p.stem))
+    body = [RESULTS_HEAD]
+    for p in parts:
+        lines = (texts.get(p) or p.read_text(encoding="utf-8")).strip().splitlines()
+        if lines and lines[0].startswith("# "):
+            lines[0] = "#" + lines[0]
+        body.append("\n".join(lines) + "\n")
+    return "\n".join(body)
 
 
 def _pattern(name: str) -> re.Pattern:
     return re.compile(rf"(<!-- {re.escape(name)} -->\n)(.*?)(\n<!-- /{re.escape(name)} -->)", re.S)
 
 
-def update(root: Path = ROOT, results: Path = RESULTS, check: bool = False) -> list[str]:
-    """Rewrite (or, with ``check``, only compare) every marked block; returns the stale block names."""
+def update(root: Path = ROOT, results: Path = RESULTS, check: bool = False,
+           bench_results: Path = BENCH_RESULTS) -> list[str]:
+    """Rewrite (or, with ``check``, only compare) every marked block and RESULTS.md; returns the stale names."""
     stale = []
     texts: dict[Path, str] = {}
     for name, (doc, _, _) in TABLES.items():
@@ -207,14 +350,19 @@ def update(root: Path = ROOT, results: Path = RESULTS, check: bool = False) -> l
         m = _pattern(name).search(text)
         if m is None:
             raise SystemExit(f"doc_tables: {doc} has no <!-- {name} --> ... <!-- /{name} --> block")
-        want = render_block(name, results)
+        want = render_block(name, results, bench_results)
         if m.group(2) != want:
             stale.append(f"{doc}: {name}")
             text = text[: m.start(2)] + want + text[m.end(2):]
         texts[path] = text
+    want = assemble_results(texts, root)
+    path = root / RESULTS_MD
+    if not path.is_file() or path.read_text(encoding="utf-8") != want:
+        stale.append(RESULTS_MD)
+    texts[path] = want
     if not check:
         for path, text in texts.items():
-            if path.read_text(encoding="utf-8") != text:
+            if not path.is_file() or path.read_text(encoding="utf-8") != text:
                 path.write_text(text, encoding="utf-8")
     return stale
 

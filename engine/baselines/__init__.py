@@ -5,6 +5,11 @@
 * :mod:`engine.baselines.reme`: ReMe task memory, re-implemented from modelscope/ReMe's flows;
 * :mod:`engine.baselines.simulated`: simulated answers to these prompts (for a simulated task policy);
 * FLEX (seed 002) is a method of its own: :mod:`engine.flex` (it uses this package's records and tables).
+* :mod:`engine.baselines.hipporag`, ``memoryos``, ``amem``, ``lightmem``, ``langmem``: the
+  ForeDreamer paper's document memories (HippoRAG 2, MemoryOS, A-MEM, LightMem, LangMem),
+  re-implemented from their code; interface and batched driver in :mod:`engine.baselines.docmem`
+  (``add`` jobs, ``retrieve``), simulated replies in :mod:`engine.baselines.paper_simulated`.
+  They are not re-exported here (docs/forecast_baselines.md).
 
 Each memory has ``snapshot()``, ``reader(snapshot)`` (``retrieve``, ``format``,
 ``observe``) and ``apply(updates)``, fitted to the round contract of

@@ -28,7 +28,8 @@ turn, the top-k cutoff-filtered search results' raw content, no subagent),
 experience; the paper's No Information row, Tables 6, S9, S10),
 ``"market_informed"`` (the engine's own option beyond the paper: ForeDreamer with
 the market's implied probabilities at the snapshot stated as a prior), and
-the memory baselines ``"mem0"``, ``"memrl"``, ``"reme"``, ``"flex"`` (paper
+the memory baselines ``"mem0"``, ``"memrl"``, ``"reme"``, ``"flex"`` and the
+paper's own ``"hipporag"``, ``"memoryos"``, ``"amem"``, ``"lightmem"``, ``"langmem"`` (paper
 C.2: "applied to process the evidence retrieved by the search module"): the
 same search loop as ``"foredreamer"``, but the search results go to an
 evidence processor (``evidence=``, see :mod:`engine.forecast.memory_baselines`)
@@ -55,7 +56,8 @@ from engine.llm.base import Request
 from engine.llm.tokens import count_prompt_tokens
 from engine.llm.structured import prophet_forecast
 
-MEMORY_MODES = ("mem0", "memrl", "reme", "flex")  # memory baselines applied to the retrieved evidence
+MEMORY_MODES = ("mem0", "memrl", "reme", "flex",  # memory baselines applied to the retrieved evidence
+                "hipporag", "memoryos", "amem", "lightmem", "langmem")  # the ForeDreamer paper's own (re-implemented)
 SEARCH_MODES = ("foredreamer", "market_informed") + MEMORY_MODES  # modes that run the multi-turn search loop
 MODES = ("foredreamer", "full_text", "rag", "no_information", "market_informed") + MEMORY_MODES
 MARKET_PRIOR_NOTE = ("Beyond the evidence, use the market's implied probabilities at the snapshot as your prior "

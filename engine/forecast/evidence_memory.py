@@ -24,16 +24,28 @@ from engine.memory_budget import (DEFAULT_MAX_EXPERIENCE_TOKENS, DEFAULT_TOP_K, 
                                   count_tokens_for, fit_items, load_budget)
 
 ROW_NAMES = {"mem0": "Mem0 (evidence)", "memrl": "MemRL (evidence)", "reme": "ReMe (evidence)",
-             "flex": "FLEX (evidence)"}
-DISPLAY = {"mem0": "Mem0", "memrl": "MemRL", "reme": "ReMe", "flex": "FLEX"}
+             "flex": "FLEX (evidence)",
+             # the ForeDreamer paper's own baselines (Table 1), re-implemented from their code (engine.baselines)
+             "hipporag": "HippoRAG 2 (re-impl., evidence)", "memoryos": "MemoryOS (re-impl., evidence)",
+             "amem": "A-MEM (re-impl., evidence)", "lightmem": "LightMem (re-impl., evidence)",
+             "langmem": "LangMem (re-impl., evidence)"}
+DISPLAY = {"mem0": "Mem0", "memrl": "MemRL", "reme": "ReMe", "flex": "FLEX", "hipporag": "HippoRAG 2",
+           "memoryos": "MemoryOS", "amem": "A-MEM", "lightmem": "LightMem", "langmem": "LangMem"}
+# Document memories (engine.baselines.docmem): add(texts) jobs + retrieve(query); module, config and memory class.
+DOC_KINDS = {"hipporag": ("hipporag", "HippoRAGConfig", "HippoRAGMemory"),
+             "memoryos": ("memoryos", "MemoryOSConfig", "MemoryOSMemory"),
+             "amem": ("amem", "AMemConfig", "AMemMemory"),
+             "lightmem": ("lightmem", "LightMemConfig", "LightMemMemory"),
+             "langmem": ("langmem", "LangMemConfig", "LangMemMemory")}
 
 
 @dataclass(frozen=True)
 class MemoryBaselinesConfig:
     """``[memory_baselines]``: how the memory baselines process evidence (modes mem0, memrl, reme, flex)."""
 
-    # evidence memories returned per search (FLEX: clipped to its range 3..5) and the evidence block's token
-    # cap: both set from [memory] top_k / max_experience_tokens, one budget for every memory method
+    # evidence memories returned per search (FLEX: clipped to its range 3..5; MemoryOS adds its short-term pages)
+    # and the evidence block's token cap: both set from [memory] top_k / max_experience_tokens, one budget for
+    # every memory method
     top_k: int = DEFAULT_TOP_K
     max_experience_tokens: int = DEFAULT_MAX_EXPERIENCE_TOKENS
     chunk_chars: int = 400  # evidence chunk size (sentence boundaries)
@@ -121,6 +133,12 @@ def _evidence_memory(kind: str, scope: str, cfg: MemoryBaselinesConfig, embedder
 
         return ReMeMemory(ReMeConfig(recall_k=max(10, 2 * cfg.top_k), top_k=cfg.top_k, retrieval="dense", extraction=cfg.extraction),
                           embedder=embedder)
+    if kind in DOC_KINDS:  # the one budget key of each: top_k
+        import importlib
+
+        mod, conf, cls = DOC_KINDS[kind]
+        module = importlib.import_module(f"engine.baselines.{mod}")
+        return getattr(module, cls)(getattr(module, conf)(top_k=cfg.top_k), embedder=embedder)
     from engine.flex.memory import FlexConfig, FlexMemory
 
     return FlexMemory(FlexConfig(k=min(5, max(3, cfg.top_k)), extraction=cfg.extraction), embedder=embedder)
@@ -167,6 +185,14 @@ class EvidenceMemory:
                        max_tokens=self.memory.config.max_tokens, temperature=self.memory.config.temperature,
                        seed=seed, episode=key)
 
+    def doc_job(self, query: str, hits: Sequence[SearchResult], mode: str, key: str, seed: int, when: datetime):
+        """A document memory's ``add`` job for these items (one chunk = one text); see engine.baselines.docmem."""
+        chunks = [c for h in hits for c in evidence_chunks(h, self.cfg.chunk_chars)]
+        self.written += list(hits)
+        self.when = when
+        extra = {"query": query} if self.kind == "memoryos" else {}
+        return self.memory.add(chunks, mode=mode, key=key, seed=seed, when=when, **extra)
+
     def write(self, query: str, hits: Sequence[SearchResult], completion: str | None = None) -> None:
         """Write the items through the baseline's ``apply`` (mem0: the library's ``add`` replaying ``completion``)."""
         if not hits:
@@ -203,6 +229,10 @@ class EvidenceMemory:
         self.written += list(hits)
 
     def retrieve(self, query: str) -> list[Hit]:
+        if self.kind == "memoryos":
+            return self.memory.retrieve(query, getattr(self, "when", None))
+        if self.kind in DOC_KINDS:
+            return self.memory.retrieve(query)
         return self.memory.reader(self.memory.snapshot()).retrieve([query])[0]
 
     def hit_text(self, hit: Hit) -> str:
@@ -294,10 +324,23 @@ class EvidenceProcessor:
                     ) from exc
                 for (i, _), resp in zip(jobs, resps):
                     completions[i] = resp.texts[0] if resp.completions else ""
+        if self.kind in DOC_KINDS:  # each memory's add job; every step of all questions is ONE batched call
+            from engine.baselines.docmem import drive, run_rule
+
+            mode = resolve_extraction(self.cfg.extraction, self.llm)
+            jobs = [self.store(ep.qid).doc_job(q, hs, mode, ep.qid, derive_seed(ep.qid, turn, self.kind) % (1 << 31),
+                                               ep.task.cutoff)
+                    for ep, q, hs in kept if hs]
+            if mode == "llm":
+                drive(jobs, self.llm)
+            else:
+                for job in jobs:
+                    run_rule(job)
         bodies = []
         for (ep, query, hits), completion in zip(kept, completions):
             store = self.store(ep.qid)
-            store.write(query, hits, completion)
+            if self.kind not in DOC_KINDS:
+                store.write(query, hits, completion)
             found = store.retrieve(query)
             body = store.format(found, self.context_chars)
             ep.evidence.append({"turn": turn, "query": query, "written": [h.doc_id for h in hits],

@@ -23,6 +23,12 @@ option mentioned, ranking = options in order of first mention, numerical = the
 most frequent number (first mentioned on ties; dates, years, URLs and item tags
 ignored). Options the evidence never mentions, and questions without evidence,
 get a seeded guess. The answer type is read from the answer requirements.
+
+The prompts of the paper's memory baselines (HippoRAG 2 OpenIE, MemoryOS
+multi-summary, A-MEM analysis and evolution, LightMem extraction and update,
+LangMem's manager) get the baselines' own rule answers
+(:func:`engine.baselines.paper_simulated.simulated_reply`), so ``extraction = "llm"``
+under this policy stores what ``"rule"`` stores, through the LLM path.
 """
 
 from __future__ import annotations
@@ -122,6 +128,11 @@ class ForecastPolicy(SimulatedPolicy):
     def _answer(self, msgs: list[dict], seed: int, request_seed: int | None = None) -> str:
         system = msgs[0]["content"] if msgs and msgs[0]["role"] == "system" else ""
         first_user = next((m["content"] for m in msgs if m["role"] == "user"), "")
+        from engine.baselines.paper_simulated import simulated_reply  # HippoRAG 2 / MemoryOS / A-MEM / LightMem / LangMem prompts
+
+        memory_answer = simulated_reply(msgs)
+        if memory_answer is not None:
+            return memory_answer
         if system.startswith("You are a data-processing subagent"):
             return self._subagent(system, msgs)
         if "Experience Bank should change" in first_user:

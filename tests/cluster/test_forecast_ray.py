@@ -38,9 +38,10 @@ def _configs(tmp_path: Path) -> dict:
                     "run": {"methods": ["foredreamer", "memrl"], "max_questions": 3, "evolve": True},
                     "agent": {"top_k": 1}, "evolution": {"iterations": 2, "top_k": 2, "items_per_example": 1},
                     "memory": {"top_k": 2}, "llm": {"backend": "simulated"}},
-        # no experience: all held-out questions in one round, split over the two workers
+        # no experience: all held-out questions in one round, split over the two workers; two of the
+        # paper's memory baselines (HippoRAG 2's graph, MemoryOS's heat) through the evidence layer
         "forecast": {"task": "forecast", "data": {"path": str(_pa_folder(tmp_path)), "n_evo": 2},
-                     "run": {"methods": ["foredreamer", "full_text"], "max_questions": 4},
+                     "run": {"methods": ["foredreamer", "full_text", "hipporag", "memoryos"], "max_questions": 4},
                      "agent": {"top_k": 1}, "llm": {"backend": "simulated"}},
     }
 
@@ -69,7 +70,7 @@ def test_ray_two_workers_equal_local(ray_cluster, tmp_path, task):
     assert got["ray"] == got["local"]
     records = got["local"][0]
     assert all(r["backend"] == "simulated" and r["model"] for r in records)
-    assert len({r["method"] for r in records}) == 2
+    assert {r["method"] for r in records} == set(config["run"]["methods"])
     stats = [json.loads(line) for line in (tmp_path / "ray" / "executor_stats.jsonl").read_text().splitlines()]
     assert all(s["executor"] == "ray" for s in stats)
     if task == "forecast":  # the one round of each run was shared by both workers

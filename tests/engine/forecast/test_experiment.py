@@ -130,3 +130,20 @@ def test_subagent_budget_is_configurable_and_reaches_the_subagent(pa_folder, tmp
     assert (proc.max_tokens, proc.max_chars) == (99, 1234)
     with pytest.raises(ConfigError, match="subagent.max_tokens must be >= 16"):
         load_forecast_config({"data": {"path": str(pa_folder)}, "subagent": {"max_tokens": 1}})
+
+
+def test_the_papers_five_memory_baselines_run_through_toe_run(pa_folder, tmp_path, capsys):
+    five = {"hipporag": "HippoRAG 2", "memoryos": "MemoryOS", "amem": "A-MEM", "lightmem": "LightMem", "langmem": "LangMem"}
+    cfg = _config(pa_folder, methods=list(five), max_questions=1)
+    cfg["memory_baselines"] = {"top_k": 3, "extraction": "llm"}  # the simulated policy answers their prompts
+    assert run(cfg, RunOptions(config_path=tmp_path / "x.toml", out=tmp_path / "out")) == 0
+    text = capsys.readouterr().out
+    for name in five.values():
+        assert f"| {name} (re-impl., evidence) [simulated] |" in text
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    rows = {r["method"]: r for r in summary["methods"]}
+    assert all(sum(rows[f"{n} (re-impl., evidence) [simulated]"]["n"].values()) == 2 for n in five.values())
+    for method in five:
+        for d in _episodes(tmp_path / "out", method):
+            evidence = json.loads(d["evidence"])
+            assert evidence and evidence[0]["written"] and evidence[0]["retrieved"] and not d["failed"]

@@ -1,0 +1,432 @@
+"""Tables of the benchmarks' measured figures, rendered from ``benchmarks/results/<topic>.json``.
+
+Each renderer takes one topic's JSON (written by :func:`benchmarks._results.record`) and returns the
+table's lines; ``scripts/doc_tables.py`` registers them next to the run tables and puts each one,
+with the commands, machines and dates of the runs it used, between its markers. ``speed`` (the
+README's summary) takes every topic.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+
+def latest(data: dict, key: str) -> dict:
+    """Figures of the last recorded run under ``key``."""
+    return runs(data, key)[-1]["figures"]
+
+
+def runs(data: dict, key: str) -> list[dict]:
+    try:
+        out = data["runs"][key]
+    except KeyError:
+        raise KeyError(f"benchmarks/results/{data.get('topic')}.json has no run {key!r}; "
+                       f"it has {sorted(data.get('runs', {}))}") from None
+    if not out:
+        raise KeyError(f"benchmarks/results/{data.get('topic')}.json: run {key!r} is empty")
+    return out
+
+
+def _rate(v: float) -> str:
+    return f"{v / 1e6:.1f} M" if v >= 1e6 else f"{v / 1e6:.2f} M" if v >= 1e4 else f"{v:,.0f}"
+
+
+def _pow10(n: int) -> str:
+    k = len(str(n)) - 1
+    return f"10^{k}" if n == 10**k else f"{n:,}"
+
+
+def _x(v: float) -> str:
+    """A ratio as the docs quote it: 2 decimals under 10, none above."""
+    return f"{v:.2f}x" if v < 10 else f"{v:,.0f}x"
+
+
+# --- experience store -------------------------------------------------------------------------------
+
+def store_update(data: dict) -> list[str]:
+    f = latest(data, "n=10000000")
+    u, r, t, sub = f["updates_per_s"], f["ratios"], f["targets"], f["subsets"]
+    lines = ["| variant | updates/s | ratio of formula kernel |", "|---|---:|---:|",
+             f"| formula kernel, ToE eq. (9)/(A6) (`kernels.reliability.formula_update`) | {_rate(u['formula'])} | 1 |",
+             f"| same through `ExperienceStore.update` (batch validated at the boundary) | {_rate(u['store.update'])} | - |",
+             f"| Numba random scatter-add `Q[e] += v`, same rows (issue's \"practical limit\") | {_rate(u['scatter_add'])} "
+             f"| **{_x(r['vs_scatter_add'])}** (target >= {t['vs_scatter_add']:g}x) |",
+             f"| Numba scatter-add with the same software prefetch | {_rate(u['scatter_add_prefetch'])} "
+             f"| {r['vs_scatter_add_prefetch']:.2f}x |",
+             f"| plain-Python dict-of-rows loop ({sub['python_rows']:,} rows, {sub['python_updates']:,} updates, scaled "
+             f"per update) | {_rate(u['python_dict'])} | **{_x(r['vs_python'])}** (target >= {t['vs_python']:g}x) |",
+             f"| pandas path table, `.loc` row lookup + write-back ({sub['pandas_rows']:,} rows, {sub['pandas_updates']:,} "
+             f"updates, scaled) | {_rate(u['pandas'])} | **{_x(r['vs_pandas'])}** (target >= {t['vs_pandas']:g}x) |",
+             "",
+             f"`ExperienceStore.update` (validation included: finiteness of the rewards, eid range, shapes) reaches "
+             f"{r['store.update_vs_scatter_add']:.2f}x the plain scatter-add and "
+             f"{r['vs_python'] * u['store.update'] / u['formula']:.0f}x the Python loop. Building the "
+             f"{_pow10(f['n_experiences'])}-path store with `add_key_paths` took {f['build_s_wall']:.0f} s wall."]
+    return lines
+
+
+def store_memory(data: dict) -> list[str]:
+    f = latest(data, "n=10000000")
+    mem = f["memory"]
+    raw = mem["raw_column_bytes"]
+    peak = round(mem["peak_over_raw"] * raw)
+    return ["| quantity | bytes | ratio |", "|---|---:|---:|",
+            "| raw column bytes: every declared column, used rows, logical dtypes (experience Q 3 x f8, hit, recall, "
+            f"path 3 x i8, created; node: 9 int64 columns + text) | {raw:,} | 1 |",
+            "| store allocated (packed block, columns, node columns, (parent, key) hash table) | "
+            f"{mem['allocated_bytes']:,} | {mem['allocated_bytes'] / raw:.2f}x |",
+            "| peak during an update batch: store + batch inputs + validation temporaries (tracemalloc: "
+            f"{mem['update_peak_traced_bytes'] / 1e6:.1f} MB) | {peak:,} | **{mem['peak_over_raw']:.2f}x** "
+            f"(target <= {f['targets']['memory']:g}x) |",
+            f"| experience part only: allocated {mem['allocated_experience_bytes']:,} vs raw "
+            f"{mem['raw_experience_bytes']:,} | | {mem['experiences_allocated_over_raw']:.2f}x |",
+            "| against only what a checkpoint persists (experience columns; node parent, depth, key, text: "
+            f"{mem['raw_persisted_bytes']:,} bytes) | | {mem['peak_over_raw_persisted']:.2f}x |",
+            "| process max RSS (interpreter, numba, pandas, the Python/pandas reference tables included) | "
+            f"{mem['process_maxrss_bytes']:,} | - |"]
+
+
+def store_summary(data: dict) -> list[str]:
+    """docs/store.md: the headline ratios of the store benchmark, each with its target."""
+    f = latest(data, "n=10000000")
+    u, r, t = f["updates_per_s"], f["ratios"], f["targets"]
+    return ["| measured | figure | target |", "|---|---|---|",
+            f"| formula kernel, {_pow10(f['n_experiences'])} experiences, {f['horizons']} horizons, {_pow10(f['updates'])} "
+            f"random updates | {u['formula'] / 1e6:.1f} M updates/s | - |",
+            f"| vs a plain Numba random scatter-add over the same rows | **{_x(r['vs_scatter_add'])}** "
+            f"({r['vs_scatter_add_prefetch']:.2f}x one given the same software prefetch) | >= {t['vs_scatter_add']:g}x |",
+            f"| vs a plain-Python dict-of-rows loop | **{_x(r['vs_python'])}** | >= {t['vs_python']:g}x |",
+            f"| vs a pandas `.loc` path table | **{_x(r['vs_pandas'])}** | >= {t['vs_pandas']:g}x |",
+            f"| peak memory during an update batch / raw bytes of all declared columns | **{f['memory']['peak_over_raw']:.2f}x** "
+            f"({f['memory']['peak_over_raw_persisted']:.2f}x against only what a checkpoint stores) | <= {t['memory']:g}x |"]
+
+
+# --- Game of 24 core --------------------------------------------------------------------------------
+
+_G24 = {
+    "hash": ("canonical hashing, {states} random states (1-4 rationals, unreduced, any order)",
+             "`hash(tuple(sorted(Fraction ...)))` on {subset:,} states, x{scale}"),
+    "solve_all": ("solve all 1,820 multisets (solvability + one solution's steps, fresh memo each round)",
+                  "exact Fraction search memoised over canonical states, the same algorithm"),
+    "precompute": ("full precomputation, 1,362 ToT puzzles (all 3- and 2-number states, edges, flags, one verified "
+                   "suffix each; fresh memo)", "the same in pure Python"),
+}
+
+
+def _ms(s: float) -> str:
+    return f"{s * 1e3:.0f} ms" if s >= 0.1 else f"{s * 1e3:.1f} ms"
+
+
+def ratio_range(data: dict, key: str) -> str:
+    vals = [r["figures"]["ratio"] for r in runs(data, key)]
+    lo, hi = min(vals), max(vals)
+    return f"{lo:.0f}x" if round(lo) == round(hi) else f"{lo:.0f}-{hi:.0f}x"
+
+
+def game24_core(data: dict) -> list[str]:
+    lines = ["| hot path | compiled (median) | pure-Python reference | ratio | target | first call (JIT compile) |",
+             "|---|---|---|---|---|---|"]
+    for key, (what, ref) in _G24.items():
+        f = latest(data, key)
+        states = scale = ""
+        if key == "hash":
+            states, scale = _pow10(f["states"]), f["states"] // f["reference_subset"]
+        ref = ref.format(subset=f.get("reference_subset", 0), scale=scale)
+        lines.append(f"| {what.format(states=states)} | {_ms(f['compiled_s'])} | {f['reference_s']:.2f} s ({ref}) "
+                     f"| **{f['ratio']:.0f}x** | >= {f['target']:.0f}x | {f['first_call_s']:.1f} s |")
+    s, p = latest(data, "solve_all"), latest(data, "precompute")
+    earlier = [" / ".join(f"{runs(data, k)[i]['figures']['ratio']:.0f}x" for k in _G24)
+               for i in range(min(len(runs(data, k)) for k in _G24) - 1)]
+    lines += ["",
+              "* Solve-all against a per-puzzle search without a shared memo (what a script that solves one puzzle "
+              f"at a time does; measured on every 10th multiset, x10): {s['unshared_reference_s']:.1f} s, "
+              f"**{s['ratio_vs_unshared_search']:.0f}x**."]
+    if earlier:
+        lines.append("* Earlier runs of the same command (hashing / solve-all / precompute): " + "; ".join(earlier)
+                     + ". Ranges over all recorded runs: hashing " + ratio_range(data, "hash") + ", solve-all "
+                     + ratio_range(data, "solve_all") + ", precompute " + ratio_range(data, "precompute") + ".")
+    st, sv = p["states"], p.get("solvable", {})
+    lines.append(f"* Precomputed counts ({st['4']:,} puzzles): "
+                 + "; ".join(f"level {n}: {st[n]:,} states" + (f", {sv[n]:,} solvable" if n in sv else "")
+                             for n in ("4", "3", "2"))
+                 + f"; {p['experiences']:,} verified suffixes. Writing the Arrow tables (`to_tables`, not timed): "
+                 f"{p['to_tables_s']:.1f} s wall.")
+    return lines
+
+
+# --- LLM interface ----------------------------------------------------------------------------------
+
+def llm_overhead(data: dict) -> list[str]:
+    rs = [r["figures"] for r in runs(data, "overhead")[-3:]]
+    head = "| | " + " | ".join(f"run {i + 1}" for i in range(len(rs))) + " |"
+    row = lambda name, fn: f"| {name} | " + " | ".join(fn(f) for f in rs) + " |"  # noqa: E731
+    return [head, "| --- |" + " --- |" * len(rs),
+            row("policy (`policy.complete` on every sample)", lambda f: f"{f['policy_s'] * 1e3:.1f} ms"),
+            row("token counting (prompt + completions)", lambda f: f"{f['counting_s'] * 1e3:.2f} ms"),
+            row("`MeteredBackend(simulated backend).generate`, outputs looked up", lambda f: f"{f['lookup_generate_s'] * 1e3:.2f} ms"),
+            row("interface machinery (= looked-up run - counting)",
+                lambda f: f"{f['machinery_s'] * 1e3:.2f} ms ({f['machinery_us_per_request']:.1f} µs/req)"),
+            row("**overhead: machinery / (policy + counting)**", lambda f: f"**{f['overhead'] * 100:.2f} %**"),
+            row("overhead with token counting charged to the interface", lambda f: f"{f['overhead_with_counting'] * 100:.2f} %"),
+            "", f"SIMULATED policy; {rs[-1]['requests']} requests / {rs[-1]['samples']} samples per repetition."]
+
+
+def llm_local(data: dict) -> list[str]:
+    lines = ["| threads | parallel slots | tokens | wall | tokens/s | load avg |", "| --- | --- | --- | --- | --- | --- |"]
+    for key in sorted(k for k in data["runs"] if k.startswith("local,")):
+        run = runs(data, key)[-1]
+        f, load = run["figures"], _load(run["machine"])
+        for slots in sorted(f["slots"], key=int):
+            s = f["slots"][slots]
+            lines.append(f"| {f['threads']} | {slots} | {s['tokens']} | {s['wall_s']:.1f} s | **{s['tokens_per_s']:.1f}** | {load} |")
+        lines.append(f"| | **4 / 1** | | | **{f['ratio_4_vs_1']:.2f}x** | |")
+    return lines
+
+
+def _load(machine: dict) -> str:
+    if "load_average" in machine:
+        return str(machine["load_average"])
+    la = machine.get("load_average_1_5_15")
+    return f"{la[0]:.1f}" if la else "-"
+
+
+# --- node index -------------------------------------------------------------------------------------
+
+def _num(v, fmt: str) -> str:
+    return "-" if v is None else format(v, fmt)
+
+
+def index_table(key: str):
+    def render(data: dict) -> list[str]:
+        f = latest(data, key)
+        lines = ["| method | build vec/s | p50 ms | p99 ms | batch q/s | recall@8 | p50 x numpy | batch x numpy |",
+                 "|---|---|---|---|---|---|---|---|"]
+        for r in f["rows"]:
+            lines.append(f"| {r['method']} | {_num(r['build_vec_per_s'], ',.0f')} | {r['p50_ms']:.3f} | {r['p99_ms']:.3f} "
+                         f"| {r['batch_q_per_s']:,.0f} | {r['recall']:.4f} | {r['p50_x_numpy']:.1f} | {r['batch_x_numpy']:.1f} |")
+        lines += ["", "ef sweep (NodeIndex, p50 / recall@8): "
+                  + "; ".join(f"ef={e} {p:.3f} ms / {r:.4f}" for e, p, r in f["ef_sweep"]) + "."]
+        return lines
+
+    render.__doc__ = f"benchmarks/results/index.md: every method at {key}."
+    return render
+
+
+def _xs(v: float) -> str:
+    return f"{v:.1f}" if v < 10 else f"{v:.0f}"
+
+
+def _node_index(f: dict) -> dict:
+    return next(r for r in f["rows"] if r["method"].startswith("NodeIndex (M="))
+
+
+INDEX_KEYS = ["n=10000,dim=384", "n=100000,dim=384", "n=1000000,dim=64"]
+
+
+def index_summary(data: dict) -> list[str]:
+    """docs/retrieval.md: NodeIndex at every size against brute force and faiss HNSW."""
+    lines = ["| nodes, dim | NodeIndex p50 | recall@8 | vs NumPy brute force (per query / batched) | faiss HNSW p50, recall@8 |",
+             "|---|---|---|---|---|"]
+    for key in INDEX_KEYS:  # the documented workloads (a smoke run with TOE_BENCH_SIZES adds other keys)
+        f = latest(data, key)
+        ni = _node_index(f)
+        fh = next((r for r in f["rows"] if r["method"].startswith("faiss IndexHNSW")), None)
+        p99 = f" (p99 {ni['p99_ms']:.2f})" if f["n"] >= 100_000 else ""
+        lines.append(f"| {_pow10(f['n'])}, {f['dim']} | {ni['p50_ms']:.2f} ms{p99} | {ni['recall']:.3f} | "
+                     f"{_xs(ni['p50_x_numpy'])}x / {_xs(ni['batch_x_numpy'])}x | "
+                     + (f"{fh['p50_ms']:.2f} ms, {fh['recall']:.3f}" if fh else "not built") + " |")
+    return lines
+
+
+# --- executors (Ray) --------------------------------------------------------------------------------
+
+def cluster_loaded(data: dict) -> list[str]:
+    f = latest(data, "2026-11-29,loaded,warm-100x20")
+    return _executor_rows(f)
+
+
+def _executor_rows(f: dict) -> list[str]:
+    ex = f["executors"]
+    ref = ex["local-1"]["episodes_per_s"]
+    lines = ["| executor | episodes/s | x local | round s | round overhead s | barrier apply s (driver) | store apply s (owner) "
+             "| per worker: episodes, episodes/s while busy, CPU share (cpu_s/busy_s), LLM calls |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for name, e in ex.items():
+        per = "; ".join(f"{w[0]}: {w[1]}, {w[2]:.1f}, {w[3]:.2f}, {w[4]}" for w in e["workers"])
+        lines.append(f"| {name} | {e['episodes_per_s']:.2f} | {e['episodes_per_s'] / ref:.2f} | {e['round_s']:.3f} | "
+                     f"{e['round_overhead_s']:.4f} | {e['barrier_apply_s']:.4f} | {e['store_apply_s']:.4f} | {per} |")
+    return lines
+
+
+def _busy(e: dict) -> str:
+    return ", ".join(f"{b:.1f}" for b in e["busy"])
+
+
+def cluster_idle(data: dict) -> list[str]:
+    lines = ["| workload | local-1 eps/s | ray-1 (x local) | ray-2 (x local) | per-worker busy eps/s: local / ray-1 / ray-2 workers |",
+             "| --- | --- | --- | --- | --- |"]
+    for run in runs(data, "2026-11-29,idle,warm"):
+        f = run["figures"]
+        ex = f["executors"]
+        ref = ex["local-1"]["episodes_per_s"]
+        r1, r2 = ex["ray-1"]["episodes_per_s"], ex["ray-2"]["episodes_per_s"]
+        lines.append(f"| {f['episodes']} episodes, rounds of {f['round']} | {ref:.1f} | {r1:.1f} ({r1 / ref:.2f}x) | "
+                     f"{r2:.1f} ({r2 / ref:.2f}x) | {_busy(ex['local-1'])} / {_busy(ex['ray-1'])} / {_busy(ex['ray-2'])} |")
+    return lines
+
+
+def cluster_cold(data: dict) -> list[str]:
+    f = latest(data, "2026-11-29,idle,cold-300x60")
+    ex = f["executors"]
+    ref = ex["local-1"]["episodes_per_s"]
+    lines = ["| executor | episodes/s | x local | per-worker busy episodes/s |", "| --- | --- | --- | --- |"]
+    for name, e in ex.items():
+        x = f"{e['episodes_per_s'] / ref:.2f}"
+        lines.append(f"| {name} | {e['episodes_per_s']:.1f} | {'**' + x + '**' if name == 'ray-2' else x} | {_busy(e)} |")
+    return lines
+
+
+def cluster_shares(data: dict) -> list[str]:
+    lines = ["| run | shares per worker | local-1 eps/s | ray-1 (x local) | ray-2 (x local) | ray-2 / local per pass |",
+             "| --- | --- | --- | --- | --- | --- |"]
+    for i, run in enumerate(runs(data, "2026-11-30,shares,cold-300x60"), 1):
+        f = run["figures"]
+        ex = f["executors"]
+        ref = ex["local-1"]["episodes_per_s"]
+        r1, r2 = ex["ray-1"]["episodes_per_s"], ex["ray-2"]["episodes_per_s"]
+        lines.append(f"| {i} | {f['chunks_per_worker']} | {ref:.1f} | {r1:.1f} ({r1 / ref:.2f}x) | {r2:.1f} (**{r2 / ref:.2f}x**) | "
+                     + ", ".join(f"{p:.2f}" for p in f["ray2_over_local_per_pass"]) + " |")
+    return lines
+
+
+def _ray2(data: dict, key: str) -> list[dict]:
+    return [r["figures"] for r in runs(data, key)]
+
+
+def cluster_speedup(data: dict) -> list[str]:
+    """The current figure: ray-2 / local over every recorded run of the cold and warm 300 x 60 workloads."""
+    lines = ["| mode | runs: ray-2 / local (per-pass ratios) | median |", "| --- | --- | --- |"]
+    for key, what in (("cold-300x60", "cold replay, {n} x {e} new episodes per run"),
+                      ("warm-300x60", "warm rerun of {e} episodes, best of {n} passes")):
+        fs = _ray2(data, key)
+        cells = "; ".join(f"{f['ray2_over_local']:.2f} (" + ", ".join(f"{p:.2f}" for p in f["ray2_over_local_per_pass"]) + ")"
+                          for f in fs)
+        med = statistics.median(f["ray2_over_local"] for f in fs)
+        lines.append(f"| {what.format(n=fs[-1]['repeats'], e=fs[-1]['episodes'])} | {cells} | **{med:.2f}x** |")
+    return lines
+
+
+# --- finance ----------------------------------------------------------------------------------------
+
+def finance_methods(data: dict) -> list[str]:
+    f = latest(data, "methods,days=60")
+    m = f["methods"]
+    base = m["Pipe"]["mean_s"]
+    lines = [f"| Method | mean wall ({f['days']} days) | median | ratio to Pipe (mean) |", "|---|---|---|---|"]
+    for name, v in m.items():
+        lines.append(f"| {name} | {v['mean_s'] * 1e3:,.0f} ms | {v['median_s'] * 1e3:,.0f} ms | {v['mean_s'] / base:.2f}x |")
+    new = next(v for k, v in m.items() if k.startswith("Pipe+ToE (round loop"))
+    old = m["Pipe+ToE (day-by-day reference)"]
+    d = f["days"]
+    lines += ["", f"Pipe+ToE per trading day, round loop / reference: **{new['mean_s'] / old['mean_s']:.2f}x on the means "
+                  f"({new['mean_s'] * 1e3 / d:.1f} vs {old['mean_s'] * 1e3 / d:.1f} ms), "
+                  f"{new['median_s'] / old['median_s']:.2f}x on the medians** (SIMULATED policy)."]
+    return lines
+
+
+def finance_interleaved(data: dict) -> list[str]:
+    f = latest(data, "interleaved,days=60")
+    return ["| Pipe+ToE, round loop / day-by-day reference, 5 interleaved pairs | min | median of pairs |",
+            "| --- | --- | --- |",
+            f"| CPU time | {f['cpu_ratio_min']:.2f}x | {f['cpu_ratio_median']:.2f}x |",
+            f"| wall time | {f['wall_ratio_min']:.2f}x | {f['wall_ratio_median']:.2f}x |",
+            "", f"Fastest trading day: {f['new_ms_per_day']:.2f} vs {f['old_ms_per_day']:.2f} ms (SIMULATED policy)."]
+
+
+# --- sandbox ----------------------------------------------------------------------------------------
+
+def sandbox(data: dict) -> list[str]:
+    lines = ["| sandbox | median wall time per call | ratio to a bare interpreter start |", "|---|---:|---:|"]
+    for key in data["runs"]:
+        run = runs(data, key)[-1]
+        f = run["figures"]
+        what = f.get("variant", key)
+        lines.append(f"| {what} | {f['sandboxed_s'] * 1e3:.0f} ms | {f['ratio']:.2f}x |")
+    return lines
+
+
+# --- README: one line per hot path ------------------------------------------------------------------
+
+def speed(topics: dict[str, dict]) -> list[str]:
+    """README: the headline figure of every suite, with its target."""
+    st, g, ix, llm, cl = (topics[k] for k in ("store", "game24_core", "index", "llm", "cluster"))
+    f = latest(st, "n=10000000")
+    r, t = f["ratios"], f["targets"]
+    i5, i6 = latest(ix, "n=100000,dim=384"), latest(ix, "n=1000000,dim=64")
+    n5, n6 = _node_index(i5), _node_index(i6)
+    ov = [x["figures"]["overhead"] * 100 for x in runs(llm, "overhead")]
+    loc = latest(llm, "local,threads=1")["slots"]
+    cold, warm = _ray2(cl, "cold-300x60"), _ray2(cl, "warm-300x60")
+    cr, wr = [x["ray2_over_local"] for x in cold], [x["ray2_over_local"] for x in warm]
+    return [
+        "| Hot path | Measured | Target |", "| --- | --- | --- |",
+        f"| Formula reliability update (eq. A6), {_pow10(f['n_experiences'])} experiences x {f['horizons']} horizons, "
+        f"{_pow10(f['updates'])} updates | {f['updates_per_s']['formula'] / 1e6:.1f} M updates/s: {_x(r['vs_scatter_add'])} "
+        f"a Numba random scatter-add ({r['vs_scatter_add_prefetch']:.2f}x one given the same prefetch), {_x(r['vs_python'])} "
+        f"a Python dict loop, {_x(r['vs_pandas'])} a pandas table; peak memory {f['memory']['peak_over_raw']:.2f}x raw column "
+        f"bytes | >= {t['vs_scatter_add']:g}x, >= {t['vs_python']:g}x, >= {t['vs_pandas']:g}x, <= {t['memory']:g}x |",
+        f"| Canonical Game-of-24 state hashing, {_pow10(latest(g, 'hash')['states'])} states | {ratio_range(g, 'hash')} "
+        f"`hash(tuple(sorted(Fraction...)))` | >= {latest(g, 'hash')['target']:.0f}x |",
+        f"| Solve all 1,820 puzzles / precompute 1,362 puzzles' state trees | {ratio_range(g, 'solve_all')} / "
+        f"{ratio_range(g, 'precompute')} a memoised pure-Python solver | >= {latest(g, 'solve_all')['target']:.0f}x |",
+        f"| Node index (hnswlib) at {_pow10(i5['n'])} nodes, dim {i5['dim']} | p50 {n5['p50_ms']:.2f} ms at recall@8 "
+        f"{n5['recall']:.3f}; {n5['p50_x_numpy']:.0f}x NumPy brute force per query ({n5['batch_x_numpy']:.0f}x batched); "
+        f"{_pow10(i6['n'])} nodes (dim {i6['dim']}): p50 {n6['p50_ms']:.2f} ms, recall@8 {n6['recall']:.3f} "
+        "| p50 < 1 ms at recall@8 >= 0.95, >= 10x NumPy |",
+        f"| LLM interface overhead per request (simulated policy) | {min(ov):.1f}-{max(ov):.1f}% of the policy's own time "
+        f"over {len(ov)} runs | < 5% |",
+        f"| Embedded SmolLM2-135M (llama.cpp, 1 thread) | {loc['1']['tokens_per_s']:.0f} tokens/s at 1 slot, "
+        f"{loc['4']['tokens_per_s']:.0f} at 4 slots | - |",
+        f"| Ray executor, 2 workers vs local (simulated Game-of-24 ToT+ToE, rounds of {cold[-1]['round']}, idle 2-core machine) "
+        f"| {statistics.median(cr):.2f}x median over {len(cr)} cold-replay runs of {cold[-1]['repeats'] * cold[-1]['episodes']} "
+        f"new episodes ({min(cr):.2f}-{max(cr):.2f}x), {statistics.median(wr):.2f}x median over {len(wr)} warm reruns "
+        f"({min(wr):.2f}-{max(wr):.2f}x); results identical to local | >= 1.5x |",
+    ]
+
+
+# marker name -> (document, topic, renderer); topic "*" passes every topic
+TABLES = {
+    "bench-store-update-table": ("benchmarks/results/store.md", "store", store_update),
+    "bench-store-memory-table": ("benchmarks/results/store.md", "store", store_memory),
+    "bench-game24-core-table": ("benchmarks/results/game24_core.md", "game24_core", game24_core),
+    "bench-llm-overhead-table": ("benchmarks/results/llm.md", "llm", llm_overhead),
+    "bench-llm-local-table": ("benchmarks/results/llm.md", "llm", llm_local),
+    "bench-index-10k-table": ("benchmarks/results/index.md", "index", index_table("n=10000,dim=384")),
+    "bench-index-100k-table": ("benchmarks/results/index.md", "index", index_table("n=100000,dim=384")),
+    "bench-index-1m-table": ("benchmarks/results/index.md", "index", index_table("n=1000000,dim=64")),
+    "bench-cluster-loaded-table": ("benchmarks/results/cluster.md", "cluster", cluster_loaded),
+    "bench-cluster-idle-table": ("benchmarks/results/cluster.md", "cluster", cluster_idle),
+    "bench-cluster-cold-table": ("benchmarks/results/cluster.md", "cluster", cluster_cold),
+    "bench-cluster-shares-table": ("benchmarks/results/cluster.md", "cluster", cluster_shares),
+    "bench-cluster-speedup-table": ("benchmarks/results/cluster.md", "cluster", cluster_speedup),
+    "bench-finance-table": ("benchmarks/results/finance.md", "finance", finance_methods),
+    "bench-finance-interleaved-table": ("benchmarks/results/finance.md", "finance", finance_interleaved),
+    "bench-sandbox-table": ("benchmarks/results/sandbox.md", "sandbox", sandbox),
+    "speed-table": ("README.md", "*", speed),
+    "index-summary-table": ("docs/retrieval.md", "index", index_summary),
+    "store-summary-table": ("docs/store.md", "store", store_summary),
+    "cluster-speedup-table": ("docs/cluster.md", "cluster", cluster_speedup),
+}
+
+# which run keys each table reads (for the footer's commands); default: every run of the topic
+KEYS = {
+    "bench-store-update-table": ["n=10000000"], "bench-store-memory-table": ["n=10000000"],
+    "store-summary-table": ["n=10000000"], "index-summary-table": INDEX_KEYS,
+    "bench-llm-overhead-table": ["overhead"], "bench-llm-local-table": ["local,threads=1", "local,threads=2"],
+    "bench-index-10k-table": ["n=10000,dim=384"], "bench-index-100k-table": ["n=100000,dim=384"],
+    "bench-index-1m-table": ["n=1000000,dim=64"],
+    "bench-cluster-loaded-table": ["2026-11-29,loaded,warm-100x20"], "bench-cluster-idle-table": ["2026-11-29,idle,warm"],
+    "bench-cluster-cold-table": ["2026-11-29,idle,cold-300x60"], "bench-cluster-shares-table": ["2026-11-30,shares,cold-300x60"],
+    "bench-cluster-speedup-table": ["cold-300x60", "warm-300x60"], "cluster-speedup-table": ["cold-300x60", "warm-300x60"],
+    "bench-finance-table": ["methods,days=60"], "bench-finance-interleaved-table": ["interleaved,days=60"],
+}
