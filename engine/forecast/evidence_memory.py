@@ -141,7 +141,8 @@ def _evidence_memory(kind: str, scope: str, cfg: MemoryBaselinesConfig, embedder
         return getattr(module, cls)(getattr(module, conf)(top_k=cfg.top_k), embedder=embedder)
     from engine.flex.memory import FlexConfig, FlexMemory
 
-    return FlexMemory(FlexConfig(k=min(5, max(3, cfg.top_k)), extraction=cfg.extraction), embedder=embedder)
+    return FlexMemory(FlexConfig(k=min(5, max(3, cfg.top_k)), extraction=cfg.extraction, retrieval="embedding"),
+                      embedder=embedder)  # the embedder, like every evidence baseline (docs/flex.md)
 
 
 def _mem0_rule_completion(chunks: Sequence[str]) -> str:
