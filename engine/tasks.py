@@ -51,6 +51,8 @@ TASKS = {
                          "engine.finance.simulated:policy_for"),
     "forecast": TaskEntry("engine.forecast.task:run", "engine.forecast.plan:plan_prophet_arena",
                           "engine.forecast.plan:PROPHET_ARENA_KEYS", "engine.forecast.simulated:policy_for"),
+    "generic": TaskEntry("engine.generic.task:run", "engine.generic.task:plan", "engine.generic.task:KEYS",
+                         "engine.generic.simulated:policy_for"),
     "futurex": TaskEntry("engine.forecast.futurex_task:run", "engine.forecast.plan:plan_futurex",
                          "engine.forecast.plan:FUTUREX_KEYS", "engine.forecast.simulated:policy_for"),
 }
@@ -179,11 +181,13 @@ SUMMARY_ROWS = {
     "finance": "engine.finance.report:summary_rows",
     "forecast": "engine.forecast.metrics:summary_rows",
     "futurex": "engine.forecast.futurex_metrics:summary_rows",
+    "generic": "engine.generic.task:summary_rows",
 }
 DEFAULT_METRIC = {"game24": "acc_any", "finance": "tsIC_20d_Exploitation", "forecast": "brier",
-                  "futurex": "accuracy"}
+                  "futurex": "accuracy", "generic": "accuracy"}
 RESUME_OVERRIDES = {"game24": {"protocol.checkpoint": True}, "finance": {"protocol.checkpoint": True},
-                    "forecast": {"run.checkpoint": True}, "futurex": {"run.checkpoint": True}}
+                    "forecast": {"run.checkpoint": True}, "futurex": {"run.checkpoint": True},
+                   "generic": {"protocol.checkpoint": True}}
 
 
 def summary_rows(task: str, summary: dict) -> list[dict]:

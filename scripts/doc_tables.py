@@ -85,39 +85,48 @@ def _unusable(r: dict) -> str:
     return f"{r['unusable_lines']:.1f} / {r['unusable_values']:.1f}"
 
 
+def _exp_tokens(r: dict) -> str:
+    """Mean experience tokens per propose / answer prompt (engine.memory_budget); - if not counted."""
+    if "experience_tokens" not in r:
+        return "-"
+    fitted = r.get("experience_fitted") or 0.0
+    return f"{r['experience_tokens']:.1f}" + (f" ({fitted:.2f} cut)" if fitted else "")
+
+
 def game24_short(summary: dict) -> list[str]:
     """README: accuracy, calls, tokens and format failures per test puzzle, mean over seeds (± std)."""
-    lines = ["| Method | Accuracy (any of b) | Avg. LLM calls | Tokens | Unusable lines / values |",
-             "| --- | --- | --- | --- | --- |"]
+    lines = ["| Method | Accuracy (any of b) | Avg. LLM calls | Tokens | Unusable lines / values | Exp. tokens / prompt |",
+             "| --- | --- | --- | --- | --- | --- |"]
     for r in summary["methods"]:
         lines.append(f"| {GAME24_NAMES.get(r['method'], r['method'])}{_game24_tag(r)} | "
                      f"{100 * r['acc_any']:.1f}% ± {100 * r['acc_any_std']:.1f} | {r['calls']:.1f} | {r['tokens']:,.0f} "
-                     f"| {_unusable(r)} |")
+                     f"| {_unusable(r)} | {_exp_tokens(r)} |")
     return lines
 
 
 def game24_full(summary: dict) -> list[str]:
     """docs/game24.md: the Table 2 layout with first-output accuracy and samples."""
-    lines = ["| Method | Accuracy (any of b) | Accuracy (first) | Avg. Calls | Samples | Tokens | Unusable lines / values |",
-             "| --- | --- | --- | --- | --- | --- | --- |"]
+    lines = ["| Method | Accuracy (any of b) | Accuracy (first) | Avg. Calls | Samples | Tokens | Unusable lines / values "
+             "| Exp. tokens / prompt |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in summary["methods"]:
         lines.append(f"| {GAME24_NAMES.get(r['method'], r['method'])}{_game24_tag(r)} | "
                      f"{100 * r['acc_any']:.1f}% ± {100 * r['acc_any_std']:.1f} | {100 * r['acc_first']:.1f}% | "
                      f"{r['calls']:.1f} ± {r['calls_std']:.1f} | {r['samples']:.1f} | {r['tokens']:.0f} "
-                     f"| {_unusable(r)} |")
+                     f"| {_unusable(r)} | {_exp_tokens(r)} |")
     return lines
 
 
 def game24_baselines(summary: dict) -> list[str]:
     """docs/baselines.md: what each memory costs next to plain ToT, from the same run."""
-    lines = ["| Method | Accuracy (any of b) | Avg. calls | Tokens per puzzle | Tokens vs ToT |",
-             "| --- | --- | --- | --- | --- |"]
+    lines = ["| Method | Accuracy (any of b) | Avg. calls | Tokens per puzzle | Tokens vs ToT | Exp. tokens / prompt |",
+             "| --- | --- | --- | --- | --- | --- |"]
     base = next((r["tokens"] for r in summary["methods"] if r["method"] == "tot"), None)
     for r in summary["methods"]:
         ratio = f"{r['tokens'] / base:.2f}x" if base else "-"
         lines.append(f"| {GAME24_NAMES.get(r['method'], r['method'])}{_game24_tag(r)} | "
                      f"{100 * r['acc_any']:.1f}% ± {100 * r['acc_any_std']:.1f} | {r['calls']:.1f} | "
-                     f"{r['tokens']:,.0f} | {ratio} |")
+                     f"{r['tokens']:,.0f} | {ratio} | {_exp_tokens(r)} |")
     return lines
 
 
@@ -140,10 +149,12 @@ def finance_exploitation(summary: dict) -> list[str]:
     """README: Exploitation-period tsIC per horizon, mean over seeds."""
     get, hs = _finance_get(summary), summary["meta"]["horizons"]
     methods = list(dict.fromkeys(r["method"] for r in summary["methods"]))
-    lines = ["| Method | " + " | ".join(f"{h}d" for h in hs) + " |", "| --- |" + " --- |" * len(hs)]
+    lines = ["| Method | " + " | ".join(f"{h}d" for h in hs) + " | Exp. tokens / prompt |",
+             "| --- |" + " --- |" * (len(hs) + 1)]
     for m in methods:
         lines.append(f"| {m}{_finance_tag(summary)} | "
-                     + " | ".join(f"{get[(m, h, 'Exploitation')]['tsIC']:.3f}" for h in hs) + " |")
+                     + " | ".join(f"{get[(m, h, 'Exploitation')]['tsIC']:.3f}" for h in hs)
+                     + f" | {_exp_tokens(get[(m, hs[0], 'Exploitation')])} |")
     return lines
 
 
@@ -151,12 +162,12 @@ def _finance_metric(metric: str) -> Callable[[dict], list[str]]:
     def render(summary: dict) -> list[str]:
         get, hs = _finance_get(summary), summary["meta"]["horizons"]
         methods = list(dict.fromkeys(r["method"] for r in summary["methods"]))
-        head = ["Method"] + [f"{h}d {p}" for h in hs for p in ("Exploitation", "Overall")]
+        head = ["Method"] + [f"{h}d {p}" for h in hs for p in ("Exploitation", "Overall")] + ["Exp. tokens / prompt"]
         lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         for m in methods:
             lines.append(f"| {m}{_finance_tag(summary)} | "
                          + " | ".join(_f(get[(m, h, p)][metric]) for h in hs for p in ("Exploitation", "Overall"))
-                         + " |")
+                         + f" | {_exp_tokens(get[(m, hs[0], 'Exploitation')])} |")
         return lines
 
     render.__doc__ = f"docs/finance.md: {metric}, mean over seeds, Exploitation and Overall per horizon."

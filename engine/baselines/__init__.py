@@ -4,7 +4,7 @@
 * :mod:`engine.baselines.memrl`: MemRL (arXiv 2601.03192), re-implemented from MemTensor/MemRL's HLE setup;
 * :mod:`engine.baselines.reme`: ReMe task memory, re-implemented from modelscope/ReMe's flows;
 * :mod:`engine.baselines.simulated`: simulated answers to these prompts (for a simulated task policy);
-* :mod:`engine.baselines.flex`: FLEX experience library with reflections (seed 002).
+* FLEX (seed 002) is a method of its own: :mod:`engine.flex` (it uses this package's records and tables).
 * :mod:`engine.baselines.hipporag`, ``memoryos``, ``amem``, ``lightmem``, ``langmem``: the
   ForeDreamer paper's document memories (HippoRAG 2, MemoryOS, A-MEM, LightMem, LangMem),
   re-implemented from their code; interface and batched driver in :mod:`engine.baselines.docmem`
@@ -19,15 +19,12 @@ Importing this package never imports ``mem0ai``; :class:`Mem0Memory` does, when 
 """
 
 from engine.baselines.common import Attempt, Hit, Outcome, resolve_extraction
-from engine.baselines.flex import FlexConfig, FlexMemory
 from engine.baselines.mem0 import Mem0Config, Mem0Memory
 from engine.baselines.memrl import MemRLConfig, MemRLMemory
 from engine.baselines.reme import ReMeConfig, ReMeMemory
 
 __all__ = [
     "Attempt",
-    "FlexConfig",
-    "FlexMemory",
     "Hit",
     "Mem0Config",
     "Mem0Memory",

@@ -75,6 +75,8 @@ class Outcome:
     success: bool
     reward: float
     retrieved: tuple[int, ...] = ()
+    domain: str = ""  # the problem's domain where a task has several (FLEX filters by it); "" = the memory's
+    ground_truth: str = ""  # the reference answer where the task has one (FLEX's failure reflection)
 
     def __post_init__(self):
         if not isinstance(self.task, str) or not self.task.strip():

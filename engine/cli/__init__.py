@@ -9,7 +9,7 @@ import sys
 from engine.errors import EngineError
 
 # One module per command group; each defines register(subparsers) and sets args.func.
-COMMAND_MODULES = ("run", "sweep", "store", "game24", "llm", "forecast")
+COMMAND_MODULES = ("run", "sweep", "store", "game24", "llm", "forecast", "flex", "generic")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -13,13 +13,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Mapping
 
+from engine.memory_budget import MemoryBudget
 from engine.config import check, from_dict
 from engine.templates import PromptsConfig, check_files
 from engine.errors import ConfigError
 from engine.finance.simulated import SimulatedFinanceParams
 from engine.finance.synthetic import SyntheticConfig
 
-METHODS = ("Baseline", "Pipe", "Pipe+Mem0", "Pipe+MemRL", "Pipe+ToE", "Pipe+ToE (LLM update)")
+METHODS = ("Baseline", "Pipe", "Pipe+Mem0", "Pipe+MemRL", "Pipe+FLEX", "Pipe+ToE", "Pipe+ToE (LLM update)")
 
 
 @dataclass(frozen=True)
@@ -125,20 +126,19 @@ class ToEConfig:
 
 
 @dataclass(frozen=True)
-class MemoryConfig:
-    """Pipe+Mem0 / Pipe+MemRL: memories shown per prediction (retrieval is per news item)."""
+class MemoryConfig(MemoryBudget):
+    """``[memory]``: the shared budget (``top_k``: Mem0 ``top_k`` and MemRL ``select_k`` per news item;
+    ``max_experience_tokens``: the memories' block per prompt; engine.memory_budget), plus the finance
+    adapter's ``max_memories`` (memories shown per prediction, the union over its news items)."""
 
     max_memories: int = 8
-    mem0_top_k: int = 3
-    memrl_select_k: int = 3
     mem0_store: Literal["arrays", "library"] = "arrays"  # see engine/finance/memories.py
     # MemRL's own Q update takes r = +1 / -1 (success = a_t * o_{t+h} > 0); true feeds it the graded r itself
     memrl_graded_reward: bool = False
 
     def __post_init__(self):
+        super().__post_init__()
         check(self.max_memories >= 1, f"memory.max_memories must be >= 1, got {self.max_memories}")
-        check(self.mem0_top_k >= 1, f"memory.mem0_top_k must be >= 1, got {self.mem0_top_k}")
-        check(self.memrl_select_k >= 1, f"memory.memrl_select_k must be >= 1, got {self.memrl_select_k}")
 
 
 @dataclass(frozen=True)

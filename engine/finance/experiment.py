@@ -152,6 +152,8 @@ def build_method(name: str, ctx, days, cfg: FinanceConfig, n_channels: int, n_pr
         return PipeMemory(ctx, days, "mem0", cfg.memory)
     if name == "Pipe+MemRL":
         return PipeMemory(ctx, days, "memrl", cfg.memory)
+    if name == "Pipe+FLEX":
+        return PipeMemory(ctx, days, "flex", cfg.memory)
     if name == "Pipe+ToE":
         return PipeToE(ctx, days, cfg.toe, "formula", n_channels, n_pretest)
     if name == "Pipe+ToE (LLM update)":

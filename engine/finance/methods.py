@@ -1,4 +1,4 @@
-"""The compared methods on one news stream as round-loop methods: Baseline, Pipe, Pipe+Mem0, Pipe+MemRL.
+"""The compared methods on one news stream as round-loop methods: Baseline, Pipe, Pipe+Mem0, Pipe+MemRL, Pipe+FLEX.
 
 (Pipe+ToE is in :mod:`engine.finance.toe`.) A round is one trading day; its
 episodes are the day's predictions, one per industry (``episode_id = j * N +
@@ -39,7 +39,8 @@ from engine.store import FeedbackLedger
 
 # per-episode counters every finance record carries (summed into summary.json's usage)
 STAT_KEYS = ("prompts_sentiment", "prompts_route", "prompts_rerank", "prompts_merge", "prompts_update",
-             "prompts_predict", "parse_failures", "proposals", "merges", "memories_shown", "outcomes")
+             "prompts_predict", "parse_failures", "proposals", "merges", "memories_shown", "outcomes",
+             "experience_tokens", "experience_fitted")  # experience block tokens over the predict prompts; blocks cut
 
 
 class StreamContext:
@@ -199,12 +200,27 @@ class FinanceMethod:
 
     def _predict(self, day: int, llm: LLMBackend, industries: list[int], extra, stats: dict) -> dict[int, np.ndarray]:
         """Shared prediction stage: one PREDICT prompt per industry, one batch. ``extra(i)`` -> (experiences, memories)."""
+        from engine.memory_budget import context_window, count_tokens_for, fit_items, room
+
         ctx = self.ctx
         reqs = []
+        fits = context_window(llm) is not None
         for i in industries:
             exps, mems = extra(i)
-            prompt = P.predict_prompt(ctx.market.industries[i], ctx.date(day), ctx.horizons,
-                                      ctx.news_lines(ctx.retained(i, day)), exps, mems)
+            args = (ctx.market.industries[i], ctx.date(day), ctx.horizons, ctx.news_lines(ctx.retained(i, day)))
+            bare = P.predict_prompt(*args)
+            prompt = P.predict_prompt(*args, exps, mems)
+            if (exps or mems) and fits:  # fit the context window: the memories go first, then the experiences
+                limit = room(llm, count_tokens_for(llm, bare), ctx.sampling.max_tokens)
+                if count_tokens_for(llm, prompt) - count_tokens_for(llm, bare) > limit:
+                    items = [("e", x) for x in exps] + [("m", m) for m in mems]
+                    render = lambda its: P.predict_prompt(*args, [x for k, x in its if k == "e"],  # noqa: E731
+                                                          [x for k, x in its if k == "m"])
+                    prompt, _ = fit_items(items, render, limit + count_tokens_for(llm, bare),
+                                          lambda t: count_tokens_for(llm, t))
+                    prompt = prompt or bare
+                    stats[i]["experience_fitted"] += 1
+            stats[i]["experience_tokens"] += count_tokens_for(llm, prompt) - count_tokens_for(llm, bare)
             reqs.append(ctx.request(prompt, f"{self.name}:{day}:{i}", S.finance_predict(ctx.horizons)))
         out = {}
         for i, texts in zip(industries, self._generate(llm, reqs, "predict", [stats[i] for i in industries])):
@@ -324,7 +340,7 @@ class PipeMemory(FinanceMethod):
         if kind == "mem0":
             from engine.baselines.mem0 import Mem0Config
 
-            mcfg = Mem0Config(top_k=cfg.mem0_top_k)
+            mcfg = Mem0Config(top_k=cfg.top_k)  # [memory] top_k: one budget for every memory method
             if cfg.mem0_store == "library":
                 from engine.baselines.mem0 import Mem0Memory
 
@@ -337,11 +353,16 @@ class PipeMemory(FinanceMethod):
         elif kind == "memrl":
             from engine.baselines.memrl import MemRLConfig, MemRLMemory
 
-            self.memory = MemRLMemory(MemRLConfig(select_k=cfg.memrl_select_k, recall_k=max(5, cfg.memrl_select_k),
+            self.memory = MemRLMemory(MemRLConfig(select_k=cfg.top_k, recall_k=max(5, cfg.top_k),
                                                   use_outcome_reward=cfg.memrl_graded_reward), embedder=ctx.embedder)
             self.name = "Pipe+MemRL"
+        elif kind == "flex":  # seed 002 FLEX (engine/flex): TF-IDF over the news texts, domain "finance"
+            from engine.flex.memory import FlexConfig, FlexMemory
+
+            self.memory = FlexMemory(FlexConfig(k=min(5, max(3, cfg.top_k))), embedder=ctx.embedder, domain="finance")
+            self.name = "Pipe+FLEX"
         else:
-            raise ValueError(f"kind must be 'mem0' or 'memrl', got {kind!r}")
+            raise ValueError(f"kind must be 'mem0', 'memrl' or 'flex', got {kind!r}")
         self.ledger = FeedbackLedger()
 
     def snapshot(self):
@@ -401,9 +422,16 @@ class PipeMemory(FinanceMethod):
             for h in hs:
                 if len(per_ind[i]) < self.cfg.max_memories:
                     per_ind[i].setdefault(h.id, h.text)
-        for i in industries:
+        from engine.memory_budget import fit_items
+
+        shown: dict[int, tuple[str, ...]] = {}
+        for i in industries:  # the [memory] max_experience_tokens cap: the last (least relevant) memories go first
+            texts = tuple(per_ind[i].values())
+            _, kept = fit_items(texts, lambda ms: "\n".join(f"- {m}" for m in ms), self.cfg.max_experience_tokens)
+            shown[i] = tuple(kept)
+            per_ind[i] = dict(list(per_ind[i].items())[: len(kept)])
             stats[i]["memories_shown"] += len(per_ind[i])
-        preds = self._predict(day, llm, industries, lambda i: ((), tuple(per_ind[i].values())), stats)
+        preds = self._predict(day, llm, industries, lambda i: ((), shown[i]), stats)
         out, at = [], 0
         for e in episodes:
             i = e.payload[2]

@@ -31,10 +31,12 @@ def markdown_tables(rows: list[dict], meta: dict) -> str:
            else f" [{backend}:{str(model or '').rsplit('/', 1)[-1]}]")
     seeds = recs[0]["seeds"] if recs else []
     lines = [f"### tsIC ({label}; backend {backend}; mean of {len(seeds)} seeds)", ""]
-    head = ["Method"] + [f"{h}d {p}" for h in hs for p in ("Exploitation", "Overall")]
+    head = ["Method"] + [f"{h}d {p}" for h in hs for p in ("Exploitation", "Overall")] + ["Exp. tokens / prompt"]
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for m in methods:
         row = [m + tag] + [_fmt(get[(m, h, p)]["tsIC"]) for h in hs for p in ("Exploitation", "Overall")]
+        r0 = get[(m, hs[0], "Exploitation")]  # per method: mean experience tokens per prediction prompt
+        row.append(f"{r0['experience_tokens']:.1f}" if "experience_tokens" in r0 else "-")
         lines.append("| " + " | ".join(row) + " |")
     lines += ["", f"### csIC ({label})", ""]
     head = ["Method"] + [f"{h}d {p}" for h in hs for p in ("Exploitation", "Overall")]

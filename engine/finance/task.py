@@ -151,6 +151,11 @@ class FinanceTask:
             name = key.rsplit("-seed", 1)[0]
             if name in usage:
                 usage[name]["wall_s"] = usage[name].get("wall_s", 0.0) + float(e.get("wall_s", 0.0))
+        for row in rows:  # mean experience tokens per prediction prompt (engine.memory_budget), every row
+            u = usage.get(row["method"], {})
+            n = u.get("prompts_predict", 0)
+            row["experience_tokens"] = u.get("experience_tokens", 0) / n if n else 0.0
+            row["experience_fitted"] = u.get("experience_fitted", 0)
         truth = {}
         trees = {}
         inits = {}

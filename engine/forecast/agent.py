@@ -53,6 +53,7 @@ from engine.forecast.search import SearchProvider
 from engine.forecast.subagent import write_item
 from engine.forecast.toolcalls import parse_boxed, parse_prophet_answer, parse_tool_calls
 from engine.llm.base import Request
+from engine.llm.tokens import count_prompt_tokens
 from engine.llm.structured import prophet_forecast
 
 MEMORY_MODES = ("mem0", "memrl", "reme", "flex",  # memory baselines applied to the retrieved evidence
@@ -103,6 +104,16 @@ class Episode:
     failed: bool = False
     problem: str = ""
     done: bool = False
+    # memory text in the conversation (experience preamble, processed evidence; engine.memory_budget):
+    # its tokens now, and summed over the main-agent prompts sent
+    memory_tokens: int = 0
+    experience_tokens: int = 0
+    prompts: int = 0
+
+    @property
+    def experience_per_prompt(self) -> float:
+        """Mean memory tokens per main-agent prompt (0 when none was sent)."""
+        return self.experience_tokens / self.prompts if self.prompts else 0.0
 
     @property
     def qid(self) -> str:
@@ -193,6 +204,8 @@ class ForecastAgent:
         system = prompts.main_system(cutoff) if self.cfg.mode in SEARCH_MODES else (
             "You are a careful forecaster. Answer in the required format.")
         ep.messages = [{"role": "system", "content": system}, {"role": "user", "content": self._task_prompt(task, bank)}]
+        if self.evidence is not None and self.cfg.mode in MEMORY_MODES:  # the preamble _with_preamble inserted
+            ep.memory_tokens += count_prompt_tokens(self.evidence.preamble(task).strip())
         return ep
 
     # ------------------------------------------------------------------ parsing
@@ -214,6 +227,9 @@ class ForecastAgent:
     def _generate(self, eps: list[Episode], turn: int, answer: bool = False) -> list[str]:
         # answer turns (the last turn, repairs) carry the answer's schema: backends that can constrain
         # decoding do (engine.llm.structured); the parser below stays the judge either way
+        for ep in eps:
+            ep.prompts += 1
+            ep.experience_tokens += ep.memory_tokens
         reqs = [Request(messages=tuple(ep.messages), max_tokens=self.cfg.max_tokens, temperature=self.cfg.temperature,
                         seed=turn, episode=ep.qid,
                         constraint=prophet_forecast(ep.task.markets) if answer and isinstance(ep.task, Question)
@@ -308,6 +324,7 @@ class ForecastAgent:
                 used += len(block)
                 if block:
                     blocks.append(block)
+            ep.memory_tokens += count_prompt_tokens("\n\n".join(blocks))  # the memory subagent's output
             body = "\n\n".join(blocks) if blocks else "(no evidence found before the cutoff)"
             ep.messages.append({"role": "user", "content": f"Tool result ({prompts.SEARCH_TOOL}):\n{body}"})
 
@@ -320,5 +337,7 @@ class ForecastAgent:
             batch.append((ep, query, hits))
         bodies = self.evidence.process(batch, turn)
         for (ep, _, _), body in zip(batch, bodies):
-            body = body.strip()[: self.cfg.context_chars] or "(no evidence found before the cutoff)"
+            body = body.strip()[: self.cfg.context_chars]
+            ep.memory_tokens += count_prompt_tokens(body)  # the memory baseline's retrieval
+            body = body or "(no evidence found before the cutoff)"
             ep.messages.append({"role": "user", "content": f"Tool result ({prompts.SEARCH_TOOL}):\n{body}"})

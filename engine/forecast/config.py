@@ -98,6 +98,10 @@ def load_forecast_config(config: dict) -> ForecastConfig:
     """Validate the forecast sections of a whole config dict (``task``, ``title``, ``llm``, ``embed`` are read elsewhere)."""
     sections = {k: config[k] for k in ("data", "run", "agent", "subagent", "sandbox", "evolution",
                                             "memory_baselines", "prompts") if k in config}
+    if "memory_baselines" in config or "memory" in config:  # [memory]: the budget every memory method shares
+        from engine.forecast.evidence_memory import memory_baselines_table
+
+        sections["memory_baselines"] = memory_baselines_table(config)
     if "data" not in sections:
         from engine.errors import ConfigError
 

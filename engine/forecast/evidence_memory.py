@@ -20,6 +20,8 @@ from engine.errors import BackendError, ConfigError
 from engine.forecast.agent import MEMORY_MODES, Episode
 from engine.forecast.search import SearchResult
 from engine.llm.base import Request
+from engine.memory_budget import (DEFAULT_MAX_EXPERIENCE_TOKENS, DEFAULT_TOP_K, FitStats, context_window,
+                                  count_tokens_for, fit_items, load_budget)
 
 ROW_NAMES = {"mem0": "Mem0 (evidence)", "memrl": "MemRL (evidence)", "reme": "ReMe (evidence)",
              "flex": "FLEX (evidence)",
@@ -41,7 +43,11 @@ DOC_KINDS = {"hipporag": ("hipporag", "HippoRAGConfig", "HippoRAGMemory"),
 class MemoryBaselinesConfig:
     """``[memory_baselines]``: how the memory baselines process evidence (modes mem0, memrl, reme, flex)."""
 
-    top_k: int = 6  # evidence memories returned per search (FLEX: clipped to its range 3..5; MemoryOS adds its short-term pages)
+    # evidence memories returned per search (FLEX: clipped to its range 3..5; MemoryOS adds its short-term pages)
+    # and the evidence block's token cap: both set from [memory] top_k / max_experience_tokens, one budget for
+    # every memory method
+    top_k: int = DEFAULT_TOP_K
+    max_experience_tokens: int = DEFAULT_MAX_EXPERIENCE_TOKENS
     chunk_chars: int = 400  # evidence chunk size (sentence boundaries)
     extraction: str = "auto"  # mem0 fact extraction and MemRL/ReMe/FLEX outcome extraction: auto | llm | rule
     experience: bool = True  # MemRL / ReMe / FLEX cross-question outcome experience
@@ -57,6 +63,19 @@ class MemoryBaselinesConfig:
               f"memory_baselines.experience_chars must be >= 200, got {self.experience_chars}")
         check(self.resolution_delay_h >= 0.0,
               f"memory_baselines.resolution_delay_h must be >= 0, got {self.resolution_delay_h}")
+
+
+def memory_baselines_table(config) -> dict:
+    """``[memory_baselines]`` of a whole config with ``top_k`` and ``max_experience_tokens`` from ``[memory]``
+    (engine.memory_budget: the budget every memory method shares; the section may not set them itself)."""
+    table = dict(config.get("memory_baselines") or {})
+    own = sorted(k for k in ("top_k", "max_experience_tokens") if k in table)
+    if own:
+        raise ConfigError(f"[memory_baselines] {', '.join(own)}: set by [memory] for every memory method "
+                          f"(one budget for all); move them to [memory]")
+    budget = load_budget(config)
+    table.update(top_k=budget.top_k, max_experience_tokens=budget.max_experience_tokens)
+    return table
 
 
 def check_kind(kind: str) -> str:
@@ -120,9 +139,10 @@ def _evidence_memory(kind: str, scope: str, cfg: MemoryBaselinesConfig, embedder
         mod, conf, cls = DOC_KINDS[kind]
         module = importlib.import_module(f"engine.baselines.{mod}")
         return getattr(module, cls)(getattr(module, conf)(top_k=cfg.top_k), embedder=embedder)
-    from engine.baselines.flex import FlexConfig, FlexMemory
+    from engine.flex.memory import FlexConfig, FlexMemory
 
-    return FlexMemory(FlexConfig(k=min(5, max(3, cfg.top_k)), extraction=cfg.extraction), embedder=embedder)
+    return FlexMemory(FlexConfig(k=min(5, max(3, cfg.top_k)), extraction=cfg.extraction, retrieval="embedding"),
+                      embedder=embedder)  # the embedder, like every evidence baseline (docs/flex.md)
 
 
 def _mem0_rule_completion(chunks: Sequence[str]) -> str:
@@ -222,8 +242,16 @@ class EvidenceMemory:
         return hit.text
 
     def format(self, hits: Sequence[Hit], budget: int) -> str:
-        text = "\n".join(f"[{i}] {self.hit_text(h)}" for i, h in enumerate(hits, start=1))
+        """The hits (best first) as numbered lines under the token cap (least relevant dropped first), cut to
+        ``budget`` characters (``agent.context_chars``)."""
+        render = lambda hs: "\n".join(f"[{i}] {self.hit_text(h)}" for i, h in enumerate(hs, start=1))  # noqa: E731
+        text, _ = fit_items(hits, render, self.cfg.max_experience_tokens)
         return text[:budget]
+
+
+def _request_tokens(llm, request: Request) -> int:
+    return sum(count_tokens_for(llm, str(m.get("content", ""))) for m in request.messages or ()) + \
+        (count_tokens_for(llm, request.prompt) if request.prompt else 0)
 
 
 def _mem0_messages(query: str, hits: Sequence[SearchResult]) -> list[dict]:
@@ -247,9 +275,27 @@ class EvidenceProcessor:
     stores: dict = field(default_factory=dict)  # qid -> EvidenceMemory
     dropped: int = 0  # search results after the question's cutoff (never written)
     dropped_by: dict = field(default_factory=dict)  # qid -> of those, the question's
+    # mem0's extraction prompts fitted to the backend's context window (least relevant search results left out)
+    fit: FitStats = field(default_factory=FitStats)
 
     def preamble(self, task) -> str:
         return self.preambles.get(task.qid, "")
+
+    def _fit_mem0(self, ep: Episode, query: str, hits: Sequence[SearchResult], turn: int) -> list[SearchResult]:
+        """The search results (best first) whose mem0 extraction request fits the backend's context window.
+
+        mem0's own system prompt is long (~34,000 characters); the least relevant results are left out
+        (never written, counted in ``fit``) until the request plus its answer budget fits.
+        """
+        window = context_window(self.llm)
+        if window is None or not hits:
+            return list(hits)
+        store = self.store(ep.qid)
+        seed = derive_seed(ep.qid, turn, "mem0-evidence")
+        limit = window - store.memory.config.max_tokens
+        render = lambda hs: store.mem0_request(query, hs, ep.task.cutoff, ep.qid, seed)  # noqa: E731
+        _, fitted = fit_items(list(hits), render, limit, lambda r: _request_tokens(self.llm, r), self.fit)
+        return fitted
 
     def store(self, qid: str) -> EvidenceMemory:
         if qid not in self.stores:
@@ -265,6 +311,7 @@ class EvidenceProcessor:
             kept.append((ep, query, ok))
         completions: list[str | None] = [None] * len(kept)
         if self.kind == "mem0" and resolve_extraction(self.cfg.extraction, self.llm) == "llm":
+            kept = [(ep, q, self._fit_mem0(ep, q, hs, turn)) for ep, q, hs in kept]
             jobs = [(i, self.store(ep.qid).mem0_request(q, hs, ep.task.cutoff, ep.qid, derive_seed(ep.qid, turn, "mem0-evidence")))
                     for i, (ep, q, hs) in enumerate(kept) if hs]
             if jobs:

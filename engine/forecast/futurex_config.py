@@ -70,9 +70,9 @@ class FutureXConfig:
 def load_memory_baselines_config(config: dict):
     """``[memory_baselines]`` validated by its own dataclass (imported only when a memory baseline runs or the
     section is present, so the FutureX runner does not depend on the baselines' extras otherwise)."""
-    from engine.forecast.evidence_memory import MemoryBaselinesConfig
+    from engine.forecast.evidence_memory import MemoryBaselinesConfig, memory_baselines_table
 
-    return from_dict(MemoryBaselinesConfig, config.get("memory_baselines"), "futurex.memory_baselines")
+    return from_dict(MemoryBaselinesConfig, memory_baselines_table(config), "futurex.memory_baselines")
 
 
 def load_futurex_config(config: dict) -> FutureXConfig:

@@ -19,6 +19,7 @@ class AccuracyRow:
     n: dict  # qtype -> questions
     correct: dict  # qtype -> correct answers (expected value for the uniform reference, so may be fractional)
     failed: int = 0  # unusable answers (no boxed answer after the repair turns), scored wrong
+    experience_tokens: float | None = None  # mean memory tokens per main-agent prompt (None: reference rows)
 
     def accuracy(self, qtype: str | None = None) -> float:
         if qtype is None:
@@ -71,10 +72,14 @@ def reference_rows(tasks: Sequence[FutureXTask], rel_tol: float = 0.0) -> list[A
 def format_accuracy_table(rows: Sequence[AccuracyRow], digits: int = 4) -> str:
     types = [q for q in QTYPES if any(r.n.get(q) for r in rows)]
     n = rows[0].n if rows else {}
+    exp = any(r.experience_tokens is not None for r in rows)
     head = ["Method"] + [f"{q} (n={n.get(q, 0)})" for q in types] + [f"Overall (n={sum(n.values())})"]
+    head += ["Exp. tokens / prompt"] if exp else []
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         cells = [f"{r.accuracy(q):.{digits}f}" for q in types] + [f"{r.accuracy():.{digits}f}"]
+        if exp:
+            cells.append("-" if r.experience_tokens is None else f"{r.experience_tokens:.1f}")
         lines.append("| " + " | ".join([r.method] + cells) + " |")
     return "\n".join(lines)
 

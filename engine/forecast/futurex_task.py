@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -158,6 +158,7 @@ def futurex_record(ep, ctx, mode: str) -> dict:
     metric = ctx.metric
     rec = {"qid": ep.qid, "type": ep.task.qtype, "answer": ep.answer, "ground_truth": json.dumps(list(ep.task.ground_truth)),
            "correct": bool(metric.correct(ep)), "failed": bool(ep.failed),
+           "experience_tokens": float(ep.experience_per_prompt),
            "searches": json.dumps([[t, q, len(d)] for t, q, d in ep.searches]),
            "memories": json.dumps([{"item": Path(m.item_dir).name, "fallback": m.fallback, "calls": m.calls}
                                    for m in ep.memories], default=str),
@@ -255,8 +256,10 @@ class FutureXTask(ForecastTask):
             from engine.forecast.evidence_memory import ROW_NAMES
 
             name = (ROW_NAMES.get(m) or NAMES[m]) + tag
-            rows.append((accuracy_row(name, exp.evaluated, [float(r["correct"]) for r in recs],
-                                      sum(bool(r["failed"]) for r in recs)), m))
+            from engine.forecast.task import mean_experience_tokens
+
+            row = accuracy_row(name, exp.evaluated, [float(r["correct"]) for r in recs], sum(bool(r["failed"]) for r in recs))
+            rows.append((replace(row, experience_tokens=mean_experience_tokens(recs)), m))
         meta = {"n_items": len(exp.tasks), "split": {"evo": [t.qid for t in exp.evo], "eval": [t.qid for t in exp.ev]},
                 "evaluated": [t.qid for t in exp.evaluated], "reference_all": [to_dict(r) for r in ref_all],
                 "prompts": exp.prompts_entry, "usage": usage_total(records), "late_items": late,
@@ -323,7 +326,8 @@ class FutureXTask(ForecastTask):
             from engine.forecast.sandbox import report_line
 
             lines += ["", report_line(exp.sandbox)]
-        table = [AccuracyRow(**{k: r[k] for k in ("method", "n", "correct", "failed")}) for r in summary.rows]
+        table = [AccuracyRow(**{k: r[k] for k in ("method", "n", "correct", "failed")},
+                             experience_tokens=r.get("experience_tokens")) for r in summary.rows]
         model = [r for r, rec in zip(table, summary.rows) if rec["row"] == "model"]
         lines += ["", f"## Model rows on {len(exp.evaluated)} evaluation items, with the reference rows on the same "
                   "items", ""]

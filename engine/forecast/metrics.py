@@ -134,6 +134,7 @@ class Row:
     market_return: dict
     n: dict  # category -> number of questions scored
     failed: int = 0  # questions whose answer was unusable (scored with the fallback, see agent)
+    experience_tokens: float | None = None  # mean memory tokens per main-agent prompt (None: reference rows)
 
     @property
     def avg_brier(self) -> float:
@@ -184,14 +185,16 @@ def reference_rows(questions: Sequence[Question], scorer: str = "pm_rank") -> li
 def format_table(rows: Sequence[Row], metric: str = "brier", digits: int = 4) -> str:
     """Markdown table: one row per method, one column per category, then Avg. and n."""
     cats = sorted({c for r in rows for c in getattr(r, metric)})
-    head = "| Method | " + " | ".join(cats) + " | Avg. |"
-    sep = "|---" * (len(cats) + 2) + "|"
+    exp = any(r.experience_tokens is not None for r in rows)  # model rows: memory tokens per prompt
+    head = "| Method | " + " | ".join(cats) + " | Avg. |" + (" Exp. tokens / prompt |" if exp else "")
+    sep = "|---" * (len(cats) + 2 + exp) + "|"
     lines = [head, sep]
     for r in rows:
         vals = getattr(r, metric)
         avg = {"brier": r.avg_brier, "accuracy": r.avg_accuracy, "market_return": r.avg_return}[metric]
         cells = [f"{vals[c]:.{digits}f}" if c in vals else "-" for c in cats]
-        lines.append(f"| {r.method} | " + " | ".join(cells) + f" | {avg:.{digits}f} |")
+        tail = (" - |" if r.experience_tokens is None else f" {r.experience_tokens:.1f} |") if exp else ""
+        lines.append(f"| {r.method} | " + " | ".join(cells) + f" | {avg:.{digits}f} |" + tail)
     return "\n".join(lines)
 
 

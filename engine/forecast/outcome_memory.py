@@ -41,9 +41,9 @@ class ExperienceTrack:
 
             self.memory = ReMeMemory(ReMeConfig(extraction=cfg.extraction), embedder=embedder)
         elif kind == "flex":
-            from engine.baselines.flex import FlexConfig, FlexMemory
+            from engine.flex.memory import FlexConfig, FlexMemory
 
-            self.memory = FlexMemory(FlexConfig(extraction=cfg.extraction), embedder=embedder)
+            self.memory = FlexMemory(FlexConfig(extraction=cfg.extraction, retrieval="embedding"), embedder=embedder)
         else:
             raise ConfigError(f"experience track needs one of {', '.join(EXPERIENCE_MODES)}, got {kind!r}")
         self.pending: list[_Pending] = []

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-PROPHET_ARENA_KEYS = ("data", "run", "agent", "subagent", "sandbox", "evolution", "memory_baselines", "prompts")
+PROPHET_ARENA_KEYS = ("data", "run", "agent", "subagent", "sandbox", "evolution", "memory_baselines", "memory",
+                      "prompts")
 FUTUREX_KEYS = PROPHET_ARENA_KEYS
 
 
@@ -36,7 +37,9 @@ def plan_prophet_arena(config: Mapping[str, Any], options) -> dict[str, Any]:
     from engine.forecast.task import data_path as _data_path
 
     cfg = load_forecast_config(config)
-    from_dict(MemoryBaselinesConfig, config.get("memory_baselines"), "forecast.memory_baselines")
+    from engine.forecast.evidence_memory import memory_baselines_table
+
+    from_dict(MemoryBaselinesConfig, memory_baselines_table(config), "forecast.memory_baselines")
     path = _data_path(cfg)
     questions = load_prophet_arena(path, cfg.data.categories) if cfg.data.categories else load_prophet_arena(path)
     evo_ids = train_ids_from_files(path) if (cfg.data.use_train_files and path.is_dir()) else None

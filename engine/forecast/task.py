@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -106,9 +106,16 @@ def usage_total(records: list[dict]) -> dict:
     return {k: sum(r.get(src) or 0 for r in records) for k, src in keys}
 
 
+def mean_experience_tokens(recs: list[dict]) -> float | None:
+    """Mean over questions of the memory tokens per main-agent prompt (None: records without the count)."""
+    vals = [float(r["experience_tokens"]) for r in recs if r.get("experience_tokens") is not None]
+    return sum(vals) / len(vals) if vals and len(vals) == len(recs) else None
+
+
 def prophet_record(ep, ctx, mode: str) -> dict:
     """What one scored Prophet Arena question leaves in ``episodes.parquet``."""
     return {"qid": ep.qid, "category": ep.task.category, "probs": json.dumps(ep.probs), "failed": bool(ep.failed),
+            "experience_tokens": float(ep.experience_per_prompt),
             "searches": json.dumps([[t, q, len(d)] for t, q, d in ep.searches]),
             "memories": json.dumps([{"item": Path(m.item_dir).name, "fallback": m.fallback, "calls": m.calls}
                                     for m in ep.memories], default=str),
@@ -262,8 +269,9 @@ class ProphetArenaTask(ForecastTask):
                 continue
             recs = by_question(recs, exp.evaluated)
             name = (ROW_NAMES.get(m) or NAMES[m]) + tag
-            rows.append((score(name, exp.evaluated, [json.loads(r["probs"]) for r in recs],
-                               sum(bool(r["failed"]) for r in recs), cfg.run.scorer), m))
+            row = score(name, exp.evaluated, [json.loads(r["probs"]) for r in recs],
+                        sum(bool(r["failed"]) for r in recs), cfg.run.scorer)
+            rows.append((replace(row, experience_tokens=mean_experience_tokens(recs)), m))
             if m in ROW_NAMES:
                 notes.append(memory_note(ROW_NAMES[m], recs))
         meta["evolution"] = evolution
@@ -329,8 +337,8 @@ class ProphetArenaTask(ForecastTask):
 
             if exp.sandbox is not None:
                 lines += ["", report_line(exp.sandbox)]
-            table = [Row(**{k: r[k] for k in ("method", "brier", "accuracy", "market_return", "n", "failed")})
-                     for r in summary.rows]
+            table = [Row(**{k: r[k] for k in ("method", "brier", "accuracy", "market_return", "n", "failed")},
+                         experience_tokens=r.get("experience_tokens")) for r in summary.rows]
             model = [r for r, rec in zip(table, summary.rows) if rec["row"] == "model"]
             lines += ["", f"## Model rows on {len(exp.evaluated)} held-out questions (first "
                       f"{cfg.run.max_questions or 'all'} per category), with the reference rows on the same questions",

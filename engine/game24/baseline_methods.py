@@ -35,13 +35,14 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from engine.baselines.common import Attempt, Hit, Outcome
-from engine.baselines.flex import FlexConfig, FlexMemory
+from engine.flex.memory import FlexConfig, FlexMemory
 from engine.baselines.memrl import MemRLConfig, MemRLMemory
 from engine.baselines.reme import ReMeConfig, ReMeMemory
 from engine.config import check, from_dict
 from engine.errors import ConfigError
 from engine.game24.hooks import EMPTY, PHASE_PROPOSE, EpisodeTrace, Retrieval, StepQuery, Updates
 from engine.llm.base import LLMBackend
+from engine.memory_budget import MemoryBudget, fit_items
 
 __all__ = [
     "BASELINES",
@@ -68,6 +69,21 @@ BASELINES: dict[str, Any] = {
     "reme": lambda: (ReMeConfig, ReMeMemory),
     "flex": lambda: (FlexConfig, FlexMemory),
 }
+
+# Each memory's own name for "items per prompt"; every one is set from ``[memory] top_k`` (engine.memory_budget).
+TOP_K_KEYS = {"mem0": "top_k", "memrl": "select_k", "reme": "top_k", "flex": "k"}
+
+
+def with_budget(name: str, table: Mapping[str, Any], budget: MemoryBudget) -> dict[str, Any]:
+    """``table`` with the memory's items-per-prompt key set from ``[memory] top_k``.
+
+    The key is not the memory table's to set: one value for every method (issue 18, equal budgets).
+    """
+    key = TOP_K_KEYS[name]
+    if key in table:
+        raise ConfigError(f"[{name}] {key} is set for every memory method by [memory] top_k "
+                          f"(one budget for all), got [{name}] {key} = {table[key]!r}; set [memory] top_k instead")
+    return {**table, key: budget.top_k}
 
 
 @dataclass(frozen=True)
@@ -108,9 +124,10 @@ def trace_outcome(trace: EpisodeTrace, success_reward: float = 1.0, failure_rewa
 class BaselineReader:
     """The hooks' read-only side: memory retrieval into the experience slot, outcomes into updates."""
 
-    def __init__(self, memory_reader, adapter: AdapterConfig):
+    def __init__(self, memory_reader, adapter: AdapterConfig, budget: MemoryBudget | None = None):
         self.memory_reader = memory_reader
         self.adapter = adapter
+        self.budget = budget or MemoryBudget()
         self._cache: dict[str, list[Hit]] = {}
         self._reported: set[str] = set()
 
@@ -137,12 +154,20 @@ class BaselineReader:
                 out.append(EMPTY)
                 continue
             hits = self._cache[self._task(q)]
-            text = self.memory_reader.format(hits) if hits else ""
+            text = self._fit(hits, self.budget.max_experience_tokens)
             report = self.adapter.per_step or q.episode_key not in self._reported
             self._reported.add(q.episode_key)
             ids = tuple(h.id for h in hits) if report else ()
-            out.append(Retrieval(experience=text, experience_ids=ids) if (text or ids) else EMPTY)
+            refit = (lambda limit, hits=hits: self._fit(hits, limit)) if hits else None
+            out.append(Retrieval(experience=text, experience_ids=ids, refit=refit) if (text or ids) else EMPTY)
         return out
+
+    def _fit(self, hits: Sequence[Hit], limit: int) -> str:
+        """The memory's block for ``hits`` (best first) in at most ``limit`` tokens: least relevant dropped first."""
+        if not hits:
+            return ""
+        fmt = self.memory_reader.format
+        return fit_items(hits, lambda hs: fmt(hs) if hs else "", limit)[0]
 
     def observe(self, traces: Sequence[EpisodeTrace], llm: LLMBackend) -> list[Updates]:
         if not traces:
@@ -154,16 +179,18 @@ class BaselineReader:
 class BaselineHooks:
     """:class:`~engine.game24.hooks.ExperienceHooks` over one task-agnostic baseline memory."""
 
-    def __init__(self, memory, adapter: AdapterConfig | None = None, name: str | None = None):
+    def __init__(self, memory, adapter: AdapterConfig | None = None, name: str | None = None,
+                 budget: MemoryBudget | None = None):
         self.memory = memory
         self.adapter = adapter or AdapterConfig()
         self.name = name or memory.name
+        self.budget = budget or MemoryBudget()
 
     def snapshot(self) -> dict[str, np.ndarray]:
         return self.memory.snapshot()
 
     def reader(self, snapshot: Mapping[str, np.ndarray]) -> BaselineReader:
-        return BaselineReader(self.memory.reader(snapshot), self.adapter)
+        return BaselineReader(self.memory.reader(snapshot), self.adapter, self.budget)
 
     def apply(self, updates: Sequence[tuple[int, Updates]]) -> None:
         ordered = sorted(updates, key=lambda item: item[0])
@@ -176,20 +203,23 @@ def _default_embedder():
     return make_embedder(EmbedConfig())
 
 
-def make_baseline_hooks(name: str, table: Mapping[str, Any] | None = None, *, embedder=None) -> BaselineHooks:
+def make_baseline_hooks(name: str, table: Mapping[str, Any] | None = None, *, embedder=None,
+                        budget: MemoryBudget | None = None) -> BaselineHooks:
     """Hooks for baseline ``name`` from its TOML table (memory keys plus ``per_step``).
 
     ``embedder`` is any :class:`engine.embed.Embedder` (default: ``[embed]``'s
     default, the hashing embedder); give every method of a comparison the same one.
+    ``budget`` is the run's ``[memory]`` (items per prompt, experience token cap), the same for all.
     """
     if name not in BASELINES:
         raise ConfigError(f"unknown baseline {name!r}; valid baselines: {', '.join(sorted(BASELINES))}")
+    budget = budget or MemoryBudget()
     table = dict(table or {})
     adapter = from_dict(AdapterConfig, {"per_step": table.pop("per_step")} if "per_step" in table else {}, name)
     config_cls, memory_cls = BASELINES[name]()
-    config = from_dict(config_cls, table, name)
+    config = from_dict(config_cls, with_budget(name, table, budget), name)
     memory = memory_cls(config, embedder=embedder if embedder is not None else _default_embedder())
-    return BaselineHooks(memory, adapter, name)
+    return BaselineHooks(memory, adapter, name, budget)
 
 
 def make_baseline_method(
@@ -199,9 +229,10 @@ def make_baseline_method(
     embedder=None,
     tot_config=None,
     learn_phases: Sequence[str] = ("warmup", "test"),
+    budget: MemoryBudget | None = None,
 ):
     """A :class:`~engine.game24.tot.ToTMethod` named ``name`` running ToT with baseline ``name``'s memory."""
     from engine.game24.tot import ToTMethod
 
-    hooks = make_baseline_hooks(name, table, embedder=embedder)
+    hooks = make_baseline_hooks(name, table, embedder=embedder, budget=budget)
     return ToTMethod(name=name, hooks=hooks, config=tot_config, learn_phases=learn_phases)

@@ -10,7 +10,8 @@ puzzle identity, phase), not its position, so their figures are identical either
 
 Config keys (see configs/game24.toml): ``task``, ``methods``, ``seeds``,
 ``[protocol]``, ``[tot]``, ``[toe]``, ``[llm]``, ``[embed]``, ``[report]``,
-``[prompts]`` (the user's own template files, docs/prompts.md), and
+``[prompts]`` (the user's own template files, docs/prompts.md), ``[memory]`` (the
+memory methods' shared budget, :mod:`engine.memory_budget`), and
 one table per baseline (``[mem0]``, ``[memrl]``, ``[reme]``, ``[flex]``).
 
 Outputs in the run folder: ``episodes.parquet`` (one row per episode, every
@@ -36,11 +37,12 @@ from engine.game24.methods import (
     toe_mode,
 )
 from engine.game24.tot import PuzzleTask, ToTConfig
+from engine.memory_budget import MemoryBudget, load_budget
 from engine.rounds import Episode
 from engine.templates import PromptsConfig, check_files
 
 TOP_KEYS = ("task", "title", "methods", "seeds", "protocol", "tot", "toe", "llm", "embed", "cluster", "report",
-            "prompts") + BASELINE_NAMES
+            "prompts", "memory") + BASELINE_NAMES
 
 
 @dataclass(frozen=True)
@@ -96,6 +98,7 @@ class Game24Experiment:
     report: ReportConfig
     prompts: PromptsConfig = PromptsConfig()
     title: str = "Game of 24, ToT test split (ranks 901-1000)"
+    memory: MemoryBudget = MemoryBudget()  # [memory]: the memory baselines' shared budget
 
 
 def parse_config(config: Mapping[str, Any]) -> Game24Experiment:
@@ -127,6 +130,7 @@ def parse_config(config: Mapping[str, Any]) -> Game24Experiment:
         report=from_dict(ReportConfig, config.get("report"), "report"),
         prompts=prompts,
         title=title,
+        memory=load_budget(config),
     )
 
 

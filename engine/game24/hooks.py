@@ -63,7 +63,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Mapping, Protocol, Sequence
+from typing import Callable, Mapping, Protocol, Sequence
 
 import numpy as np
 
@@ -131,6 +131,10 @@ class Retrieval:
     * ``value``: if not ``None`` at PHASE_VALUE, the candidate's value is taken
       from experience (e.g. ToE: a verified suffix exists, so the state is
       "sure" for every sample) and no value request is sent for it.
+    * ``refit``: ``refit(limit) -> str`` re-renders ``experience`` in at most ``limit``
+      tokens by dropping its least relevant items (engine.memory_budget.fit_items);
+      None: the block is all or nothing. ToT calls it when a prompt would not fit
+      the backend's context window.
     """
 
     experience: str = ""
@@ -138,6 +142,7 @@ class Retrieval:
     continuation_ids: tuple[int, ...] = ()
     experience_ids: tuple[int, ...] = ()
     value: float | None = None
+    refit: Callable[[int], str] | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self):
         if len(self.continuations) != len(self.continuation_ids):

@@ -24,7 +24,7 @@ METHOD_NAMES = ("tot",) + TOE_NAMES + BASELINE_NAMES
 EXPERIENCE_FREE = ("tot",)  # the warm-up stream cannot change these; the runner may skip it
 
 
-def _tot(table, tot_config, learn_phases, embedder) -> ToTMethod:
+def _tot(table, tot_config, learn_phases, embedder, budget=None) -> ToTMethod:
     # plain ToT has no settings of its own: [tot] is the search shared by every method
     return ToTMethod("tot", None, tot_config, learn_phases)
 
@@ -37,7 +37,8 @@ def toe_mode(name: str, table: Mapping[str, Any] | None) -> str:
 
 
 def _toe_builder(name: str) -> Callable[..., ToTMethod]:
-    def build(table, tot_config, learn_phases, embedder) -> ToTMethod:
+    def build(table, tot_config, learn_phases, embedder, budget=None) -> ToTMethod:
+        # ToE's retrieval sizes are its own (seed 000: k1, overlap_top_k); [memory] does not set them
         from engine.game24.toe_method import ToEConfig, make_toe_method
 
         table = dict(table or {})
@@ -48,7 +49,7 @@ def _toe_builder(name: str) -> Callable[..., ToTMethod]:
 
 
 def _baseline(name: str) -> Callable[..., ToTMethod]:
-    def build(table, tot_config, learn_phases, embedder) -> ToTMethod:
+    def build(table, tot_config, learn_phases, embedder, budget=None) -> ToTMethod:
         try:
             from engine.game24.baseline_methods import make_baseline_method
         except ModuleNotFoundError as exc:
@@ -59,7 +60,7 @@ def _baseline(name: str) -> Callable[..., ToTMethod]:
                 ) from exc
             raise
         return make_baseline_method(name, table, embedder=embedder, tot_config=tot_config,
-                                    learn_phases=learn_phases)
+                                    learn_phases=learn_phases, budget=budget)
 
     return build
 
@@ -86,7 +87,9 @@ def make_method(
     tot_config: ToTConfig | None = None,
     learn_phases: Sequence[str] = ("warmup", "test"),
     embedder=None,
+    budget=None,
 ) -> ToTMethod:
-    """A fresh method (empty experience) named ``name``, configured from its table."""
+    """A fresh method (empty experience) named ``name``, configured from its table and the run's
+    ``[memory]`` budget (:class:`engine.memory_budget.MemoryBudget`, default when None)."""
     check_method_names([name])
-    return BUILDERS[name](dict(table or {}), tot_config or ToTConfig(), tuple(learn_phases), embedder)
+    return BUILDERS[name](dict(table or {}), tot_config or ToTConfig(), tuple(learn_phases), embedder, budget)

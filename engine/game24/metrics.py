@@ -7,7 +7,11 @@ Per (method, seed), over the episodes of one stream phase (the test split by def
 * ``acc_first``: share where the first (highest-valued) output passes;
 * ``calls``, ``samples``, ``tokens`` (prompt + completion), ``prompt_tokens``,
   ``completion_tokens``: means per puzzle; a call is one request whatever its n;
-* ``wall_s``: mean wall time per puzzle.
+* ``wall_s``: mean wall time per puzzle;
+* ``experience_tokens``: mean experience tokens per propose / answer prompt (the
+  memory's block, 0 for plain ToT), and ``experience_fitted``: blocks per puzzle cut
+  to fit the backend's context window (:mod:`engine.memory_budget`); both optional
+  like the format-failure counts (records written before them lack them).
 
 :func:`summarize` averages the per-seed figures over seeds (with the standard
 deviation across seeds), one record per method; :func:`learning_curve` gives
@@ -31,7 +35,7 @@ _SOURCE = {
 REQUIRED = ("method", "seed", "phase", "episode_id") + tuple(_SOURCE.values())
 # Format failures per puzzle (engine.game24.tot): summarized when every record of a group has them
 # (records written before they were counted have not; they are left out, not taken as zero)
-OPTIONAL = ("unusable_lines", "unusable_values")
+OPTIONAL = ("unusable_lines", "unusable_values", "experience_tokens", "experience_fitted")
 
 
 def _check(records: Sequence[Mapping[str, Any]]) -> None:

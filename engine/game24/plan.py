@@ -18,7 +18,7 @@ def plan(config: Mapping[str, Any], options) -> dict[str, Any]:
     warm, test = build_stream(exp.protocol)
     learn = ("warmup", "test") if exp.protocol.learn_on_test else ("warmup",)
     for name in exp.methods:  # the method tables, as the runner's pre-flight builds them (hashing embedder)
-        make_method(name, None if name == "tot" else config.get(name), exp.tot, learn, None)
+        make_method(name, None if name == "tot" else config.get(name), exp.tot, learn, None, exp.memory)
     per_seed = {m: (len(test) if m in EXPERIENCE_FREE else len(warm) + len(test)) for m in exp.methods}
     out = Path(options.out or Path("runs") / Path(options.config_path).stem)
     llm = load_llm_config(config.get("llm"))

@@ -64,8 +64,8 @@ def markdown_table(summary: Sequence[Mapping[str, Any]], backend: str, model: st
         f"**{title}** - backend: {backend_label(backend, model)}",
         "",
         "| Method | Accuracy (any of b) ↑ | Accuracy (first) ↑ | Avg. Calls ↓ | Samples | Tokens | Wall s "
-        "| Unusable lines / values ↓ | Seeds |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| Unusable lines / values ↓ | Exp. tokens / prompt | Seeds |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for rec in summary:
         name = rec.get("label") or display_name(rec["method"])
@@ -74,16 +74,27 @@ def markdown_table(summary: Sequence[Mapping[str, Any]], backend: str, model: st
             f"| {name} | {100 * rec['acc_any']:.1f}% ± {100 * rec['acc_any_std']:.1f} "
             f"| {100 * rec['acc_first']:.1f}% | {rec['calls']:.1f} ± {rec['calls_std']:.1f} "
             f"| {rec['samples']:.1f} | {rec['tokens']:.0f} | {rec['wall_s']:.3f} | {_unusable(rec)} "
-            f"| {len(rec['seeds'])} |"
+            f"| {experience_tokens(rec)} | {len(rec['seeds'])} |"
         )
     n = summary[0]["n_puzzles"] if summary else 0
     lines += ["", f"Per test puzzle ({n} puzzles), mean over seeds ± std across seeds. Unusable: proposal "
               "lines not of the form \"a op b = c (left: ...)\" and value samples without a label on the last "
-              "line (format failures, counted, never raised; - where a run did not count them)."]
+              "line (format failures, counted, never raised; - where a run did not count them). Exp. tokens / "
+              "prompt: the experience block's mean tokens per propose / answer prompt (every memory baseline "
+              "retrieves [memory] top_k items under the max_experience_tokens cap; ToE's retrieval sizes are "
+              "its own, seed 000)."]
     lines += list(notes)
     if sim:
         lines.append("SIMULATED: produced by the seeded simulated Game-of-24 policy, a test harness, not a model.")
     return "\n".join(lines) + "\n"
+
+
+def experience_tokens(rec: Mapping[str, Any]) -> str:
+    """Mean experience tokens per prompt, with the blocks cut to fit the context window when any; - if not counted."""
+    if "experience_tokens" not in rec:
+        return "-"
+    fitted = rec.get("experience_fitted") or 0.0
+    return f"{rec['experience_tokens']:.1f}" + (f" ({fitted:.2f} cut)" if fitted else "")
 
 
 def _unusable(rec: Mapping[str, Any]) -> str:

@@ -57,7 +57,8 @@ class Game24Task:
         return [RunSpec(m, s) for m in run.exp.methods for s in run.exp.seeds]
 
     def make_method(self, run: Game24Run, spec: RunSpec):
-        return make_method(spec.method, method_table(spec.method, run.config), run.exp.tot, run.learn, run.embedder)
+        return make_method(spec.method, method_table(spec.method, run.config), run.exp.tot, run.learn, run.embedder,
+                           run.exp.memory)
 
     def episodes(self, run: Game24Run, spec: RunSpec):
         return episodes_for(run.warm, run.test, spec.seed, skip_warmup=spec.method in EXPERIENCE_FREE)
@@ -96,7 +97,7 @@ class Game24Task:
             "configured_backend": run.llm_cfg.backend, "label": report.backend_label(backend, model),
             "title": exp.title, "methods": list(exp.methods), "seeds": list(exp.seeds),
             "warmup_puzzles": len(run.warm), "test_puzzles": len(run.test),
-            "protocol": to_dict(exp.protocol), "tot": to_dict(exp.tot),
+            "protocol": to_dict(exp.protocol), "tot": to_dict(exp.tot), "memory": to_dict(exp.memory),
             "prompts": templates.summary_entry(run.prompt_sets),
         }
         if run.prompts_warning:

@@ -241,10 +241,37 @@ class _Run:
     # and value samples whose last line is no label; counted, never raised
     unusable_lines: int = 0
     unusable_values: int = 0
+    # experience in the propose / answer prompts (engine.memory_budget): tokens summed over the
+    # prompts, prompts sent, and blocks cut (or dropped) to fit the backend's context window
+    experience_tokens: int = 0
+    experience_prompts: int = 0
+    experience_fitted: int = 0
 
     @property
     def key(self) -> str:
         return str(self.episode.episode_id)
+
+
+def _fit_experience(run: "_Run", ret: Retrieval, experience: str | None, bare: str, max_tokens: int,
+                    llm) -> str | None:
+    """The experience block fitted to the backend's context window (engine.memory_budget), counted in ``run``.
+
+    The prompt without experience (``bare``) is never cut; an over-long block is re-rendered
+    without its least relevant items (``ret.refit``) or, for a block without items, left out.
+    """
+    from engine.memory_budget import context_window, count_tokens_for, room
+
+    run.experience_prompts += 1
+    if not experience:
+        return None
+    used = count_tokens_for(llm, experience)
+    limit = room(llm, count_tokens_for(llm, bare), max_tokens) if context_window(llm) is not None else None
+    if limit is not None and used > limit:
+        experience = (ret.refit(limit) if ret.refit is not None and limit > 0 else "") or None
+        used = count_tokens_for(llm, experience) if experience else 0
+        run.experience_fitted += 1
+    run.experience_tokens += used
+    return experience
 
 
 def prompt_key(prompt: str) -> int:
@@ -358,16 +385,20 @@ class ToTSearch:
         for run, node, numbers in pairs:
             if run.finished or not numbers.strip():
                 continue  # a blank numbers text proposes nothing (module docstring)
-            experience = got.get(id(node), EMPTY).experience or None
+            ret = got.get(id(node), EMPTY)
+            experience = ret.experience or None
             x = run.task.text
             if numbers == "24":  # propose_prompt_wrap: at 24, the chain-of-thought answer prompt
-                prompt = P.answer_prompt(x, node.text, experience=experience)
                 bare = P.answer_prompt(x, node.text)
                 max_tokens, is_answer = cfg.answer_max_tokens, True
             else:
-                prompt = P.propose_prompt(numbers, experience=experience)
                 bare = P.propose_prompt(numbers)
                 max_tokens, is_answer = cfg.propose_max_tokens, False
+            experience = _fit_experience(run, ret, experience, bare, max_tokens, llm)
+            if is_answer:
+                prompt = P.answer_prompt(x, node.text, experience=experience)
+            else:
+                prompt = P.propose_prompt(numbers, experience=experience)
             # The seed ignores the experience text: every method draws the same random numbers for
             # the same search state (common random numbers), so methods differ only by what their
             # experience changes, not by a re-draw of the sampler.
@@ -637,4 +668,8 @@ def _record(method: ToTMethod, run: _Run, trace: EpisodeTrace, usage: Usage, wal
         "first_output": first.strip().splitlines()[-1] if first.strip() else "",
         "unusable_lines": run.unusable_lines,
         "unusable_values": run.unusable_values,
+        # mean experience tokens per propose / answer prompt (0 without experience), and the blocks
+        # fitted to the context window (engine.memory_budget)
+        "experience_tokens": run.experience_tokens / run.experience_prompts if run.experience_prompts else 0.0,
+        "experience_fitted": run.experience_fitted,
     }

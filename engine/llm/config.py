@@ -60,6 +60,9 @@ class LLMConfig:
     gpu_memory_utilization: float = 0.9
     dtype: str = "auto"
     max_model_len: int = 0  # 0: the model's own limit
+    # tokens one request may hold (prompt + completion); prompts are fitted to it (engine.memory_budget).
+    # 0: what the backend knows (local: context; vllm: max_model_len when set); otherwise unbounded
+    context_window: int = 0
     enforce_eager: bool = False  # skip torch.compile / CUDA graphs (faster start, e.g. on CPU)
     # default sampling seed for requests without one (simulated, local, vllm)
     seed: int = 0
@@ -97,6 +100,8 @@ class LLMConfig:
             f"llm.gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}",
         )
         check(self.max_model_len >= 0, f"llm.max_model_len must be >= 0, got {self.max_model_len}")
+        check(self.context_window == 0 or self.context_window >= 64,
+              f"llm.context_window must be 0 (the backend's own) or >= 64, got {self.context_window}")
         check(
             self.base_url.startswith(("http://", "https://")),
             f"llm.base_url must start with http:// or https://, got {self.base_url!r}",

@@ -35,11 +35,27 @@ def make_backend(cfg: LLMConfig, policy=None) -> LLMBackend:
         params = cfg.server_model
         return ServerModelBackend(make_backend(cfg.served, policy), params.profile(), params.time_scale)
     backend = _make(cfg, policy)
+    window = known_context_window(cfg)
+    if window:
+        backend.context_window = window  # read by engine.memory_budget.context_window
     if cfg.backend == "simulated":  # writes the format by construction
         return backend
     from engine.llm.structured import ConstraintSwitch
 
     return ConstraintSwitch(backend, cfg.structured, cfg.unconstrained)
+
+
+def known_context_window(cfg: LLMConfig) -> int:
+    """Tokens per request the config says the model takes: ``context_window``, else the embedded
+    model's ``context`` (per slot), else vLLM's ``max_model_len``; 0 when unknown (unbounded)."""
+    backend = cfg.replay_backend if cfg.backend == "replay" else cfg.backend
+    if cfg.context_window:
+        return cfg.context_window
+    if backend == "local":
+        return cfg.context
+    if backend == "vllm":
+        return cfg.max_model_len
+    return 0
 
 
 def _make(cfg: LLMConfig, policy=None) -> LLMBackend:

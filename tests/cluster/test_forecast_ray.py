@@ -37,7 +37,7 @@ def _configs(tmp_path: Path) -> dict:
         "futurex": {"task": "futurex", "data": {"path": "example", "documents": "example", "n_evo": 2},
                     "run": {"methods": ["foredreamer", "memrl"], "max_questions": 3, "evolve": True},
                     "agent": {"top_k": 1}, "evolution": {"iterations": 2, "top_k": 2, "items_per_example": 1},
-                    "memory_baselines": {"top_k": 2}, "llm": {"backend": "simulated"}},
+                    "memory": {"top_k": 2}, "llm": {"backend": "simulated"}},
         # no experience: all held-out questions in one round, split over the two workers; two of the
         # paper's memory baselines (HippoRAG 2's graph, MemoryOS's heat) through the evidence layer
         "forecast": {"task": "forecast", "data": {"path": str(_pa_folder(tmp_path)), "n_evo": 2},

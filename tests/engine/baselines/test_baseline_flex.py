@@ -2,7 +2,7 @@
 
 import pytest
 
-from engine.baselines.flex import (
+from engine.flex.memory import (
     FlexConfig,
     FlexMemory,
     augment,
@@ -15,14 +15,14 @@ def _library(fixed_embedder, at_sim, sims, **cfg):
     vecs = {"q": (1.0, 0.0)}
     vecs.update({f"p{i}": at_sim(s) for i, s in enumerate(sims)})
     emb = fixed_embedder(vecs)
-    mem = FlexMemory(FlexConfig(**cfg), embedder=emb)
+    mem = FlexMemory(FlexConfig(**{"retrieval": "embedding", **cfg}), embedder=emb)
     n = len(sims)
     if n:
-        mem.table.append(
-            emb.embed([f"p{i}" for i in range(n)]), problem=[f"p{i}" for i in range(n)], solution=[f"s{i}" for i in range(n)],
-            correct=[i % 2 == 0 for i in range(n)], reflection=[f"r{i}" for i in range(n)],
-            failure_reason=["" if i % 2 == 0 else "Incorrect Logic" for i in range(n)], source=["rule"] * n,
-        )
+        mem.apply([{
+            "problem": [f"p{i}" for i in range(n)], "solution": [f"s{i}" for i in range(n)],
+            "correct": [i % 2 == 0 for i in range(n)], "reflection": [f"r{i}" for i in range(n)],
+            "failure_reason": ["" if i % 2 == 0 else "Incorrect Logic" for i in range(n)], "source": ["rule"] * n,
+        }])
     return mem
 
 

@@ -102,7 +102,7 @@ def test_cli_baselines(pa_folder, capsys):
 
 def test_memory_baseline_rows_without_a_memguide_store(pa_folder, tmp_path, capsys):
     cfg = _config(pa_folder, methods=["mem0", "memrl", "reme", "flex"], max_questions=1)
-    cfg["memory_baselines"] = {"top_k": 3}
+    cfg["memory"] = {"top_k": 3}
     assert run(cfg, RunOptions(config_path=tmp_path / "x.toml", out=tmp_path / "out")) == 0
     text = capsys.readouterr().out
     for name in ("Mem0", "MemRL", "ReMe", "FLEX"):
@@ -135,7 +135,8 @@ def test_subagent_budget_is_configurable_and_reaches_the_subagent(pa_folder, tmp
 def test_the_papers_five_memory_baselines_run_through_toe_run(pa_folder, tmp_path, capsys):
     five = {"hipporag": "HippoRAG 2", "memoryos": "MemoryOS", "amem": "A-MEM", "lightmem": "LightMem", "langmem": "LangMem"}
     cfg = _config(pa_folder, methods=list(five), max_questions=1)
-    cfg["memory_baselines"] = {"top_k": 3, "extraction": "llm"}  # the simulated policy answers their prompts
+    cfg["memory"] = {"top_k": 3}
+    cfg["memory_baselines"] = {"extraction": "llm"}  # the simulated policy answers their prompts
     assert run(cfg, RunOptions(config_path=tmp_path / "x.toml", out=tmp_path / "out")) == 0
     text = capsys.readouterr().out
     for name in five.values():

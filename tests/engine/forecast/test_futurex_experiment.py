@@ -359,7 +359,7 @@ def test_cli_runs_the_futurex_task(tmp_path, capsys):  # full_text only: no MemT
 
 
 def test_memory_baseline_rows_on_futurex(tasks, tmp_path, capsys):
-    cfg = _config(run={"methods": ["memrl", "flex", "rag"], "max_questions": 4}, memory_baselines={"top_k": 3})
+    cfg = _config(run={"methods": ["memrl", "flex", "rag"], "max_questions": 4}, memory={"top_k": 3})
     assert run(cfg, RunOptions(config_path=tmp_path / "x.toml", out=tmp_path / "o")) == 0
     text = capsys.readouterr().out
     assert "| MemRL (evidence) [simulated] |" in text and "| FLEX (evidence) [simulated] |" in text
@@ -370,8 +370,10 @@ def test_memory_baseline_rows_on_futurex(tasks, tmp_path, capsys):
         det = _episodes(tmp_path / "o", method)
         assert len(det) == 4 and all(d["written"] for d in det)  # evidence went through the baseline's memory
         assert [d["correct"] for d in det] == [is_correct(d["answer"], by_id[d["qid"]]) for d in det]
-    with pytest.raises(ConfigError, match="memory_baselines.top_k must be >= 1, got 0"):
-        run(_config(run={"methods": ["memrl"]}, memory_baselines={"top_k": 0}), RunOptions(config_path=tmp_path / "x"))
+    with pytest.raises(ConfigError, match="memory.top_k must be an integer >= 1, got 0"):
+        run(_config(run={"methods": ["memrl"]}, memory={"top_k": 0}), RunOptions(config_path=tmp_path / "x"))
+    with pytest.raises(ConfigError, match=r"\[memory_baselines\] top_k: set by \[memory\]"):
+        run(_config(run={"methods": ["memrl"]}, memory_baselines={"top_k": 3}), RunOptions(config_path=tmp_path / "x"))
 
 
 @needs_bwrap

@@ -322,6 +322,37 @@ def test_llm_outcome_extraction_is_one_batch_per_release(kind, tmp_path):
     assert set(r.track.memory.table.data["source"].tolist()) == {"llm"}
 
 
+def test_mem0_extraction_prompt_is_fitted_to_the_context_window(questions):
+    """mem0's extraction request (its long system prompt + the evidence) keeps the most relevant results that fit."""
+    from engine.forecast.evidence_memory import _request_tokens
+
+    seen = []
+
+    class _Window(_Mem0Scripted):
+        context_window = 0  # set below, once the request sizes are known
+
+        def generate(self, requests):
+            seen.extend(requests)
+            return super().generate(requests)
+
+    q = questions[0]
+    docs = [d for d in corpus_from_questions(questions).docs if d.origin == q.qid]
+    assert len(docs) == 2
+    probe = EvidenceProcessor("mem0", MemoryBaselinesConfig(), EMB, None, 5000)
+    store = probe.store(q.qid)
+    one = _request_tokens(None, store.mem0_request(q.text, docs[:1], q.cutoff, q.qid, 0))
+    two = _request_tokens(None, store.mem0_request(q.text, docs, q.cutoff, q.qid, 0))
+    assert two > one
+    llm = _Window(lambda r: json.dumps({"memory": [{"text": "fact"}]}))
+    llm.context_window = (one + two) // 2 + store.memory.config.max_tokens  # room for the first result only
+    proc = EvidenceProcessor("mem0", MemoryBaselinesConfig(extraction="llm"), EMB, llm, 5000)
+    proc.process([(Episode(q), q.text, docs)], 1)
+    (req,) = [r for r in seen if r.messages]
+    assert _request_tokens(None, req) + store.memory.config.max_tokens <= llm.context_window
+    assert (proc.fit.fitted, proc.fit.dropped) == (1, 1)
+    assert [h.doc_id for h in proc.stores[q.qid].written] == [docs[0].doc_id]  # the left-out result is not written
+
+
 PAPER_KINDS = ["hipporag", "memoryos", "amem", "lightmem", "langmem"]
 
 

@@ -31,7 +31,7 @@ def _toml(pa_folder, tmp_path, **run) -> Path:
     cfg = {"task": "forecast", "data": {"path": str(pa_folder), "n_evo": 2, "categories": ["Economics"]},
            "run": {"methods": ["foredreamer", "memrl"], "max_questions": 2, "evolve": True, **run},
            "agent": {"top_k": 1}, "evolution": {"iterations": 6, "top_k": 2, "items_per_example": 1},
-           "memory_baselines": {"top_k": 2}, "llm": {"backend": "simulated"}}
+           "memory": {"top_k": 2}, "llm": {"backend": "simulated"}}
     path = tmp_path / "pa.toml"
     path.write_text(tomli_w.dumps(cfg))
     return path
