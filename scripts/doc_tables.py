@@ -49,6 +49,9 @@ BENCH_RESULTS = ROOT / "benchmarks" / "results"
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import _tables as bench  # noqa: E402  (benchmarks/_tables.py)
 
+sys.path.insert(0, str(ROOT))
+from engine.finance.report import unusable_answers  # noqa: E402  (the run's table.md writes the same column)
+
 # run name -> the command that made docs/results/<name>/summary.json
 RUNS = {
     "game24": ".venv/bin/toe run configs/game24.toml --out runs/game24",
@@ -149,12 +152,12 @@ def finance_exploitation(summary: dict) -> list[str]:
     """README: Exploitation-period tsIC per horizon, mean over seeds."""
     get, hs = _finance_get(summary), summary["meta"]["horizons"]
     methods = list(dict.fromkeys(r["method"] for r in summary["methods"]))
-    lines = ["| Method | " + " | ".join(f"{h}d" for h in hs) + " | Exp. tokens / prompt |",
-             "| --- |" + " --- |" * (len(hs) + 1)]
+    lines = ["| Method | " + " | ".join(f"{h}d" for h in hs) + " | Exp. tokens / prompt | Unusable answers |",
+             "| --- |" + " --- |" * (len(hs) + 2)]
     for m in methods:
         lines.append(f"| {m}{_finance_tag(summary)} | "
                      + " | ".join(f"{get[(m, h, 'Exploitation')]['tsIC']:.3f}" for h in hs)
-                     + f" | {_exp_tokens(get[(m, hs[0], 'Exploitation')])} |")
+                     + f" | {_exp_tokens(get[(m, hs[0], 'Exploitation')])} | {unusable_answers(summary['meta'], m)} |")
     return lines
 
 
@@ -162,12 +165,13 @@ def _finance_metric(metric: str) -> Callable[[dict], list[str]]:
     def render(summary: dict) -> list[str]:
         get, hs = _finance_get(summary), summary["meta"]["horizons"]
         methods = list(dict.fromkeys(r["method"] for r in summary["methods"]))
-        head = ["Method"] + [f"{h}d {p}" for h in hs for p in ("Exploitation", "Overall")] + ["Exp. tokens / prompt"]
+        head = (["Method"] + [f"{h}d {p}" for h in hs for p in ("Exploitation", "Overall")]
+                + ["Exp. tokens / prompt", "Unusable answers"])
         lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         for m in methods:
             lines.append(f"| {m}{_finance_tag(summary)} | "
                          + " | ".join(_f(get[(m, h, p)][metric]) for h in hs for p in ("Exploitation", "Overall"))
-                         + f" | {_exp_tokens(get[(m, hs[0], 'Exploitation')])} |")
+                         + f" | {_exp_tokens(get[(m, hs[0], 'Exploitation')])} | {unusable_answers(summary['meta'], m)} |")
         return lines
 
     render.__doc__ = f"docs/finance.md: {metric}, mean over seeds, Exploitation and Overall per horizon."

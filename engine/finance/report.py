@@ -14,6 +14,16 @@ def _fmt(x) -> str:
     return "n/a" if x is None else f"{x:.4f}"
 
 
+def unusable_answers(meta: dict, method: str) -> str:
+    """``"failures of prompts"``: the answers of ``method`` no parser could read (each then counts as
+    a neutral 0; ``meta.usage``, pre-test span included), of all its prompts; ``-`` if not counted."""
+    u = (meta.get("usage") or {}).get(method)
+    if not u or "parse_failures" not in u:
+        return "-"
+    prompts = sum(int(v) for k, v in u.items() if k.startswith("prompts_"))
+    return f"{int(u['parse_failures'])} of {prompts}"
+
+
 def markdown_tables(rows: list[dict], meta: dict) -> str:
     """Table 1 (tsIC, Exploitation and Overall per horizon), Table A2 (csIC), Table 3, truth check.
 
@@ -31,12 +41,14 @@ def markdown_tables(rows: list[dict], meta: dict) -> str:
            else f" [{backend}:{str(model or '').rsplit('/', 1)[-1]}]")
     seeds = recs[0]["seeds"] if recs else []
     lines = [f"### tsIC ({label}; backend {backend}; mean of {len(seeds)} seeds)", ""]
-    head = ["Method"] + [f"{h}d {p}" for h in hs for p in ("Exploitation", "Overall")] + ["Exp. tokens / prompt"]
+    head = (["Method"] + [f"{h}d {p}" for h in hs for p in ("Exploitation", "Overall")]
+            + ["Exp. tokens / prompt", "Unusable answers"])
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for m in methods:
         row = [m + tag] + [_fmt(get[(m, h, p)]["tsIC"]) for h in hs for p in ("Exploitation", "Overall")]
         r0 = get[(m, hs[0], "Exploitation")]  # per method: mean experience tokens per prediction prompt
         row.append(f"{r0['experience_tokens']:.1f}" if "experience_tokens" in r0 else "-")
+        row.append(unusable_answers(meta, m))
         lines.append("| " + " | ".join(row) + " |")
     lines += ["", f"### csIC ({label})", ""]
     head = ["Method"] + [f"{h}d {p}" for h in hs for p in ("Exploitation", "Overall")]
