@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -42,7 +43,10 @@ STREAM_NAMES = {"Pipe+Mem0": "Pipe+Mem0 (arrays store)",
 
 @pytest.fixture(scope="module")
 def setup():
+    # the reference's retrieval and merging: every one of the k1 candidates is shown (no leaf threshold,
+    # toe.lam = -1) and factors are not merged, so both sides send the same prompts (checked below)
     cfg = FinanceConfig()
+    cfg = replace(cfg, toe=replace(cfg.toe, lam=-1.0, merge_factors=False))
     market = build_market(cfg)
     days = evaluation_days(market, cfg)[:DAYS]
     return cfg, market, days, embedder_from_table(None)
