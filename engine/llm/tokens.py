@@ -19,8 +19,10 @@ def _count_head(head: str) -> int:
     return len(TOKEN_PATTERN.findall(head))
 
 
+@lru_cache(maxsize=2048)
 def count_prompt_tokens(text: str) -> int:
-    """:func:`count_tokens` for long prompts with shared heads, exact: splits at a newline and caches the head."""
+    """:func:`count_tokens` for long prompts with shared heads, exact: splits at a newline and caches the head;
+    a prompt counted again (the memory budget and then the backend count the same text) is a cache hit."""
     if len(text) <= 4 * _TAIL:
         return count_tokens(text)
     cut = text.rfind("\n", 0, len(text) - _TAIL)
