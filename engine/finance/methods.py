@@ -209,8 +209,11 @@ class FinanceMethod:
             exps, mems = extra(i)
             args = (ctx.market.industries[i], ctx.date(day), ctx.horizons, ctx.news_lines(ctx.retained(i, day)))
             bare = P.predict_prompt(*args)
+            if not (exps or mems):  # no experience block: nothing to fit or count
+                reqs.append(ctx.request(bare, f"{self.name}:{day}:{i}", S.finance_predict(ctx.horizons)))
+                continue
             prompt = P.predict_prompt(*args, exps, mems)
-            if (exps or mems) and fits:  # fit the context window: the memories go first, then the experiences
+            if fits:  # fit the context window: the memories go first, then the experiences
                 limit = room(llm, count_tokens_for(llm, bare), ctx.sampling.max_tokens)
                 if count_tokens_for(llm, prompt) - count_tokens_for(llm, bare) > limit:
                     items = [("e", x) for x in exps] + [("m", m) for m in mems]

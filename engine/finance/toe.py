@@ -253,7 +253,6 @@ class PipeToE(FinanceMethod):
         self._factor_nodes: dict[tuple[int, str], int] = {}
         self._text_cache: dict[tuple[int, int], str] = {}  # node texts decoded by the episodes (_FastView)
         self._dir_cache: dict[tuple[int, int, int], np.ndarray] = {}  # directions per factor node (_FastView)
-        self._vec_cache: dict[tuple[int, int], np.ndarray] = {}  # direction embeddings (_direction_vectors)
         self.factor_into: dict[int, int] = {}  # merged factor node -> the factor node it went into
         self.n_pretest = int(n_pretest)
         self.init_report: dict = {"init": "empty", "pretest_days": self.n_pretest}
@@ -406,22 +405,11 @@ class PipeToE(FinanceMethod):
         eids = view.directions(fnode)
         if not eids.size or (eids.size <= self.cfg.k1 and self.cfg.lam <= -1.0):
             return eids  # nothing to rank or cut
-        sims = self._direction_vectors(view, eids) @ news_vec
+        vecs = self.ctx.embedder.embed([view.node_text(int(view._exp["path"][e, 2])) for e in eids])  # cached by text
+        sims = vecs @ news_vec
         order = np.lexsort((np.arange(eids.size), -sims))[: self.cfg.k1]
         order = np.sort(order[sims[order] >= self.cfg.lam])
         return eids[order]
-
-    def _direction_vectors(self, view, eids: np.ndarray) -> np.ndarray:
-        """Embeddings of the directions' texts, each computed once per run and worker (cached under the
-        same never-reused key as the node texts); the missing ones in one batch."""
-        ends = view._ends
-        keys = [(n, int(ends[n])) for n in view._exp["path"][eids, 2].tolist()]
-        cache = self._vec_cache
-        miss = [k for k in dict.fromkeys(keys) if k not in cache]
-        if miss:
-            for k, v in zip(miss, self.ctx.embedder.embed([view.node_text(k[0]) for k in miss])):
-                cache[k] = v
-        return np.stack([cache[k] for k in keys])
 
     def _structure(self, snapshot, view, day, industries, llm, stats, ov, ups):
         ctx = self.ctx
@@ -908,7 +896,7 @@ class PipeToE(FinanceMethod):
     def load_state(self, directory: Path) -> None:
         directory = Path(directory)
         self.store = ExperienceStore.load(directory / "store")
-        self._factor_nodes, self._text_cache, self._dir_cache, self._vec_cache = {}, {}, {}, {}
+        self._factor_nodes, self._text_cache, self._dir_cache = {}, {}, {}
         self.route = np.load(directory / "route.npy")
         ch = np.load(directory / "channel_hits.npy")
         self.channel_hits = np.zeros((max(256, ch.shape[0]), ch.shape[1]), dtype=np.int64)

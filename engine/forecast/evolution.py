@@ -98,21 +98,23 @@ class ExperienceBank:
         raise InputError(f"suggestion operation must be add, modify or remove, got {op!r}")
 
 
-def _has_suggestions(text: str) -> bool:
-    from engine.forecast.toolcalls import _json_objects
-
-    return any(isinstance(o, dict) and isinstance(o.get("suggestions"), list) for o in _json_objects(text))
-
-
-def parse_suggestions(text: str) -> list[dict]:
-    """Editor reply -> suggestions sorted by priority (1 first); unparseable replies give []."""
+def _suggestion_lists(text: str) -> list[dict] | None:
+    """The editor reply's ``suggestions`` objects, or None when no JSON object carries a list of them."""
     from engine.forecast.toolcalls import _json_objects
 
     for obj in _json_objects(text):
         if isinstance(obj, dict) and isinstance(obj.get("suggestions"), list):
-            sug = [s for s in obj["suggestions"] if isinstance(s, dict)]
-            return sorted(sug, key=lambda s: (int(s.get("priority", 99)) if str(s.get("priority", "")).lstrip("-").isdigit() else 99))
-    return []
+            return [s for s in obj["suggestions"] if isinstance(s, dict)]
+    return None
+
+
+def parse_suggestions(text: str) -> list[dict]:
+    """Editor reply -> suggestions sorted by priority (1 first); unparseable replies give []."""
+    return _by_priority(_suggestion_lists(text) or [])
+
+
+def _by_priority(sug: list[dict]) -> list[dict]:
+    return sorted(sug, key=lambda s: (int(s.get("priority", 99)) if str(s.get("priority", "")).lstrip("-").isdigit() else 99))
 
 
 # --------------------------------------------------------------------------- Zipf parent selection
@@ -410,9 +412,10 @@ class Evolution:
         reply = self._ask(prompts.editor_prompt(list(self.bank), guide_ctx, json.dumps(result)[:3000], ep.summary(),
                                                 self.cfg.max_suggestions), constraint=FORECAST_EDITOR)
         entry = {"track": "textual", "guide": gid, "from": self.bank.version, "tried": [], "accepted": None}
-        if not _has_suggestions(reply):
+        found = _suggestion_lists(reply)
+        if found is None:
             entry["unusable"] = "editor"  # counted in the run's evolution summary (an unparseable reply)
-        for s in parse_suggestions(reply)[: self.cfg.max_suggestions]:
+        for s in _by_priority(found or [])[: self.cfg.max_suggestions]:
             try:
                 cand = self.bank.apply(s)
             except InputError as exc:
