@@ -343,6 +343,14 @@ def finance_interleaved(data: dict) -> list[str]:
             "", f"Fastest trading day: {f['new_ms_per_day']:.2f} vs {f['old_ms_per_day']:.2f} ms (SIMULATED policy)."]
 
 
+def finance_instructions(data: dict) -> list[str]:
+    f = latest(data, "instructions,days=60")
+    return ["| Pipe+ToE, one pass of 60 days | machine instructions | ratio |", "| --- | ---: | ---: |",
+            f"| day-by-day reference | {f['old_instructions'] / 1e9:.3f} G | 1.000x |",
+            f"| round loop (ExperienceStore + FeedbackLedger) | {f['new_instructions'] / 1e9:.3f} G | "
+            f"**{f['ratio']:.3f}x** |", "", "Counted by valgrind's callgrind, PYTHONHASHSEED=0 (SIMULATED policy)."]
+
+
 # --- sandbox ----------------------------------------------------------------------------------------
 
 def sandbox(data: dict) -> list[str]:
@@ -411,6 +419,7 @@ TABLES = {
     "bench-cluster-speedup-table": ("benchmarks/results/cluster.md", "cluster", cluster_speedup),
     "bench-finance-table": ("benchmarks/results/finance.md", "finance", finance_methods),
     "bench-finance-interleaved-table": ("benchmarks/results/finance.md", "finance", finance_interleaved),
+    "bench-finance-instructions-table": ("benchmarks/results/finance.md", "finance", finance_instructions),
     "bench-sandbox-table": ("benchmarks/results/sandbox.md", "sandbox", sandbox),
     "speed-table": ("README.md", "*", speed),
     "index-summary-table": ("docs/retrieval.md", "index", index_summary),
@@ -429,4 +438,5 @@ KEYS = {
     "bench-cluster-cold-table": ["2026-11-29,idle,cold-300x60"], "bench-cluster-shares-table": ["2026-11-30,shares,cold-300x60"],
     "bench-cluster-speedup-table": ["cold-300x60", "warm-300x60"], "cluster-speedup-table": ["cold-300x60", "warm-300x60"],
     "bench-finance-table": ["methods,days=60"], "bench-finance-interleaved-table": ["interleaved,days=60"],
+    "bench-finance-instructions-table": ["instructions,days=60"],
 }
