@@ -186,7 +186,9 @@ def response_format(c: Constraint) -> dict | None:
     """OpenAI's ``response_format`` for ``c``, or None when it has no JSON schema."""
     if c.schema is None:
         return None
-    return {"type": "json_schema", "json_schema": {"name": c.kind, "schema": c.schema, "strict": True}}
+    # a tool-call union carries the library's own argument schemas (optional keys, no additionalProperties:
+    # false), which OpenAI's strict mode rejects; it goes non-strict (vLLM and llama.cpp enforce both alike)
+    return {"type": "json_schema", "json_schema": {"name": c.kind, "schema": c.schema, "strict": c.kind != "tool_calls"}}
 
 
 def request_fields(c: Constraint, fmt: str) -> dict[str, Any]:
