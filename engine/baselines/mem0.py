@@ -305,10 +305,11 @@ def session_scope(agent_id: str) -> str:
     return _build_session_scope({"agent_id": agent_id})
 
 
-def load_records(memory, embedder, payloads: Sequence[dict], ids: Sequence[str], session: Sequence[tuple[str, str]], scope: str):
-    """Put stored memories (with their payloads) and the session's messages into a fresh ``Memory``."""
+def load_records(memory, embedder, payloads: Sequence[dict], ids: Sequence[str], session: Sequence[tuple[str, str]], scope: str,
+                 vectors: np.ndarray | None = None):
+    """Put stored memories (with their payloads; ``vectors f4[n, dim]`` if known, else embedded) and the session's messages into a fresh ``Memory``."""
     if payloads:
-        vecs = embedder.embed([p["data"] for p in payloads])
+        vecs = embedder.embed([p["data"] for p in payloads]) if vectors is None else vectors
         memory.vector_store.insert(vectors=[v.tolist() for v in vecs], payloads=[dict(p) for p in payloads], ids=list(ids))
     for role, content in session:  # one at a time: created_at increases, so get_last_messages keeps the order
         memory.db.save_messages([{"role": role, "content": content}], scope)
@@ -553,7 +554,8 @@ class Mem0Reader:
         """A ``mem0.Memory`` holding exactly the snapshot (memories with payloads, session messages)."""
         if self._scratch is None:
             self._scratch = build_memory(self.embedder, self.config)
-            load_records(self._scratch, self.embedder, self.payloads, self.mem0_id, self.session, session_scope(self.config.agent_id))
+            load_records(self._scratch, self.embedder, self.payloads, self.mem0_id, self.session, session_scope(self.config.agent_id),
+                         vectors=self.embedding)  # the snapshot's vectors: the texts' embeddings, not made again
         return self._scratch
 
     def library_messages(self, outcome: Outcome) -> tuple[list[dict], dict | None]:
