@@ -2,7 +2,7 @@
 
 The default is the real library (:class:`engine.baselines.mem0.Mem0Memory`, ``"library"``), on mem0's
 FAISS store held in memory with the round's snapshot kept from each ``add``'s results; over 300 trading
-days of the default synthetic market it costs about 1.7x this store's CPU time (benchmarks/test_mem0_store.py;
+days of the default synthetic market it costs 1.3x to 1.7x this store's CPU time (benchmarks/test_mem0_store.py;
 before, on mem0's local Qdrant with the snapshot re-exported every round, 60 days took 87 s and the
 per-day cost kept growing). :class:`ArrayMem0Memory` keeps the behaviour on arrays, for comparison:
 
