@@ -355,6 +355,14 @@ def finance_mem0_store(data: dict) -> list[str]:
     return lines + ["", "One seed, SIMULATED policy; min over the alternated repeats."]
 
 
+def finance_instructions(data: dict) -> list[str]:
+    f = latest(data, "instructions,days=60")
+    return ["| Pipe+ToE, one pass of 60 days | machine instructions | ratio |", "| --- | ---: | ---: |",
+            f"| day-by-day reference | {f['old_instructions'] / 1e9:.3f} G | 1.000x |",
+            f"| round loop (ExperienceStore + FeedbackLedger) | {f['new_instructions'] / 1e9:.3f} G | "
+            f"**{f['ratio']:.3f}x** |", "", "Counted by valgrind's callgrind, PYTHONHASHSEED=0 (SIMULATED policy)."]
+
+
 # --- sandbox ----------------------------------------------------------------------------------------
 
 def sandbox(data: dict) -> list[str]:
@@ -424,6 +432,7 @@ TABLES = {
     "bench-finance-table": ("benchmarks/results/finance.md", "finance", finance_methods),
     "bench-finance-interleaved-table": ("benchmarks/results/finance.md", "finance", finance_interleaved),
     "bench-finance-mem0-store-table": ("benchmarks/results/finance.md", "finance", finance_mem0_store),
+    "bench-finance-instructions-table": ("benchmarks/results/finance.md", "finance", finance_instructions),
     "bench-sandbox-table": ("benchmarks/results/sandbox.md", "sandbox", sandbox),
     "speed-table": ("README.md", "*", speed),
     "index-summary-table": ("docs/retrieval.md", "index", index_summary),
@@ -443,4 +452,5 @@ KEYS = {
     "bench-cluster-speedup-table": ["cold-300x60", "warm-300x60"], "cluster-speedup-table": ["cold-300x60", "warm-300x60"],
     "bench-finance-table": ["methods,days=60"], "bench-finance-interleaved-table": ["interleaved,days=60"],
     "bench-finance-mem0-store-table": ["mem0-store,days=60", "mem0-store,days=300"],
+    "bench-finance-instructions-table": ["instructions,days=60"],
 }
