@@ -538,7 +538,8 @@ def _check_streams_setting(streams: int) -> int:
 
 @dataclass(frozen=True)
 class ClusterConfig:
-    """``[cluster]``: how the Ray executor places its actors (the local executor reads only checkpoint_every).
+    """``[cluster]``: how the Ray executor places its actors (the local executor reads only checkpoint_every,
+    pipeline_rounds and streams_per_worker).
 
     On a GPU cluster serving the model with vLLM in-process: ``num_gpus_per_worker = 1``
     (one engine per GPU), or ``tensor_parallel_size = T`` for an engine spanning T GPUs
