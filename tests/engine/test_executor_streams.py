@@ -101,3 +101,13 @@ def test_streams_are_refused_over_a_backend_that_is_not_reentrant():
     with pytest.raises(ConfigError, match="cluster.streams_per_worker must be >= 1, got 0"):
         from_dict(ClusterConfig, {"streams_per_worker": 0}, "cluster")
     assert from_dict(ClusterConfig, {"streams_per_worker": 4}, "cluster").streams_per_worker == 4
+
+
+def test_the_cluster_section_sets_the_local_executors_streams():
+    from types import SimpleNamespace
+
+    from engine.executor import make_executor
+
+    opts = SimpleNamespace(executor="local", workers=1, address=None)
+    assert make_executor(opts, config={"cluster": {"streams_per_worker": 3}}).streams_per_worker == 3
+    assert make_executor(opts, config={}).streams_per_worker == 1
