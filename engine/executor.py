@@ -355,11 +355,12 @@ def books_since(now: Mapping[str, Any] | None, start: Mapping[str, Any] | None) 
 
 
 def backends_of(llm) -> list:
-    """``llm`` and every backend it wraps (through ``.backend``), outermost first."""
+    """``llm`` and every backend it wraps (through ``.backend``, or a replay's ``.inner``), outermost first."""
     chain, seen = [], 0
     while llm is not None and seen < 8 and hasattr(llm, "generate"):
         chain.append(llm)
-        llm = getattr(llm, "backend", None)
+        inner = getattr(llm, "backend", None)
+        llm = inner if hasattr(inner, "generate") else getattr(llm, "inner", None)
         seen += 1
     return chain
 

@@ -96,6 +96,17 @@ def test_streams_are_refused_over_a_backend_that_is_not_reentrant():
     check_streams(llm, 1)  # one stream: fine
     with pytest.raises(ConfigError, match=r"streams_per_worker=2 .*'vllm' does not"):
         check_streams(llm, 2)
+    class Recorder:  # a replay in record mode calls its inner backend outside its lock
+        name, model, backend_name = "replay", "m", "vllm"
+
+        def __init__(self, inner):
+            self.inner = inner
+
+        def generate(self, requests):
+            return self.inner.generate(requests)
+
+    with pytest.raises(ConfigError, match="'vllm' does not"):
+        check_streams(MeteredBackend(Recorder(Offline(1))), 4)
     with pytest.raises(ConfigError, match="streams_per_worker must be an integer >= 1, got 0"):
         LocalExecutor(streams_per_worker=0)
     with pytest.raises(ConfigError, match="cluster.streams_per_worker must be >= 1, got 0"):
