@@ -361,6 +361,26 @@ def finance_interleaved(data: dict) -> list[str]:
             "", f"Fastest trading day: {f['new_ms_per_day']:.2f} vs {f['old_ms_per_day']:.2f} ms (SIMULATED policy)."]
 
 
+def finance_mem0_store(data: dict) -> list[str]:
+    """Pipe+Mem0's store variants (benchmarks/test_mem0_store.py), one block per recorded day count."""
+    lines = ["| Pipe+Mem0 store, days | memories | CPU min | CPU / arrays | wall min | wall / arrays |",
+             "| --- | ---: | ---: | ---: | ---: | ---: |"]
+    for key in KEYS["bench-finance-mem0-store-table"]:
+        f = latest(data, key)
+        for name, v in f["variants"].items():
+            lines.append(f"| {name}, {f['days']} | {v['memories']:,} | {v['cpu_min_s']:.1f} s | {v['cpu_min_over_arrays']:.2f}x | "
+                         f"{v['wall_min_s']:.1f} s | {v['wall_min_over_arrays']:.2f}x |")
+    return lines + ["", "One seed, SIMULATED policy; min over the alternated repeats."]
+
+
+def finance_instructions(data: dict) -> list[str]:
+    f = latest(data, "instructions,days=60")
+    return ["| Pipe+ToE, one pass of 60 days | machine instructions | ratio |", "| --- | ---: | ---: |",
+            f"| day-by-day reference | {f['old_instructions'] / 1e9:.3f} G | 1.000x |",
+            f"| round loop (ExperienceStore + FeedbackLedger) | {f['new_instructions'] / 1e9:.3f} G | "
+            f"**{f['ratio']:.3f}x** |", "", "Counted by valgrind's callgrind, PYTHONHASHSEED=0 (SIMULATED policy)."]
+
+
 # --- sandbox ----------------------------------------------------------------------------------------
 
 def sandbox(data: dict) -> list[str]:
@@ -429,6 +449,8 @@ TABLES = {
     "bench-cluster-speedup-table": ("benchmarks/results/cluster.md", "cluster", cluster_speedup),
     "bench-finance-table": ("benchmarks/results/finance.md", "finance", finance_methods),
     "bench-finance-interleaved-table": ("benchmarks/results/finance.md", "finance", finance_interleaved),
+    "bench-finance-mem0-store-table": ("benchmarks/results/finance.md", "finance", finance_mem0_store),
+    "bench-finance-instructions-table": ("benchmarks/results/finance.md", "finance", finance_instructions),
     "bench-sandbox-table": ("benchmarks/results/sandbox.md", "sandbox", sandbox),
     "speed-table": ("README.md", "*", speed),
     "index-summary-table": ("docs/retrieval.md", "index", index_summary),
@@ -449,4 +471,6 @@ KEYS = {
     "bench-cluster-speedup-table": ["cold-300x60", "warm-300x60"], "cluster-speedup-table": ["cold-300x60", "warm-300x60"],
     "cluster-recheck-table": [RECHECK_KEY],
     "bench-finance-table": ["methods,days=60"], "bench-finance-interleaved-table": ["interleaved,days=60"],
+    "bench-finance-mem0-store-table": ["mem0-store,days=60", "mem0-store,days=300"],
+    "bench-finance-instructions-table": ["instructions,days=60"],
 }

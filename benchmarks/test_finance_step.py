@@ -32,6 +32,7 @@ from engine.finance.simulated import simulated_backend
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _finance_reference as reference  # noqa: E402
+import _instructions as instructions  # noqa: E402
 from _results import record  # noqa: E402
 
 DAYS = int(os.environ.get("TOE_BENCH_FIN_DAYS", 60))
@@ -140,3 +141,45 @@ def test_side_by_side_interleaved(setup):
         "wall_ratio_min": min(times["new"]) / min(times["old"]), "wall_ratio_median": ratios[2],
         "new_ms_per_day": 1000 * min(times["new"]) / DAYS, "old_ms_per_day": 1000 * min(times["old"]) / DAYS},
         note="SIMULATED finance policy; Pipe+ToE round loop (new) against the day-by-day reference (old)")
+
+
+def _workload(which: str):
+    """One pass over the DAYS days of Pipe+ToE: the round loop (``new``) or the day-by-day reference (``old``)."""
+    cfg = FinanceConfig()
+    cfg = replace(cfg, toe=replace(cfg.toe, lam=-1.0, merge_factors=False))
+    market = build_market(cfg)
+    days = evaluation_days(market, cfg)[:DAYS]
+    emb = embedder_from_table(None)
+    n = market.n_industries
+
+    def old():
+        method = reference.PipeToE(StreamContext(market, cfg.protocol, cfg.sampling, 0, emb), cfg.toe, "formula", 9)
+        llm = simulated_backend(0)
+        for d in days.tolist():
+            method.step(d, llm)
+
+    def new():
+        method = build_method("Pipe+ToE", StreamContext(market, cfg.protocol, cfg.sampling, 0, emb), days, cfg, 9)
+        LocalExecutor().run(method, stream_episodes(days, n, 0), lambda: simulated_backend(0), round_size=n)
+
+    return old if which == "old" else new
+
+
+def old_workload():
+    return _workload("old")
+
+
+def new_workload():
+    return _workload("new")
+
+
+@pytest.mark.skipif(not instructions.available(), reason="needs valgrind (apt-get install valgrind)")
+def test_instructions_side_by_side():
+    """The same comparison in machine instructions (callgrind): what load on the machine does not change."""
+    old = instructions.count("test_finance_step", "old_workload")
+    new = instructions.count("test_finance_step", "new_workload")
+    print(f"\nPipe+ToE over {DAYS} days, instructions: round loop {new / 1e9:.3f} G, reference {old / 1e9:.3f} G, "
+          f"ratio {new / old:.3f}x")
+    record("finance", f"instructions,days={DAYS}", {
+        "days": DAYS, "simulated": True, "new_instructions": new, "old_instructions": old, "ratio": new / old},
+        note="SIMULATED finance policy; machine instructions of one pass (valgrind callgrind, PYTHONHASHSEED=0)")

@@ -81,12 +81,18 @@ def context_window(backend) -> int | None:
     return value if value > 0 else None
 
 
-def count_tokens_for(backend, text: str) -> int:
-    """Tokens of ``text`` as ``backend`` counts them (its ``count_tokens`` if it has one, else the estimate)."""
+def token_counter(backend) -> Callable[[str], int]:
+    """How ``backend`` counts the tokens of a text: its ``count_tokens`` if it has one, else the estimate
+    (looked up once; a caller counting many prompts keeps the function)."""
     counter = _through(backend, "count_tokens") if backend is not None else None
     if callable(counter):
-        return int(counter(text))
-    return count_prompt_tokens(text)
+        return lambda text: int(counter(text))
+    return count_prompt_tokens
+
+
+def count_tokens_for(backend, text: str) -> int:
+    """Tokens of ``text`` as ``backend`` counts them (its ``count_tokens`` if it has one, else the estimate)."""
+    return token_counter(backend)(text)
 
 
 def room(backend, rest_tokens: int, max_tokens: int, cap: int | None = None) -> int | None:

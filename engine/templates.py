@@ -162,12 +162,20 @@ class PromptSet:
     _compiled: dict = field(default_factory=dict, compare=False, repr=False)
 
     def render(self, prompt: str, **values: Any) -> str:
-        tmpl = self._compiled.get(prompt)
-        if tmpl is None:
+        got = self._compiled.get(prompt)
+        if got is None:
             if prompt not in self.sources:
                 raise KeyError(f"no prompt {prompt!r} in the {self.name} prompts")
-            tmpl = self._compiled[prompt] = _environment().from_string(self.sources[prompt])
-        return tmpl.render(**values)
+            tmpl = _environment().from_string(self.sources[prompt])
+            got = self._compiled[prompt] = (tmpl, dict(tmpl.globals))
+        tmpl, base = got
+        # Template.render(**values), without flattening the globals' ChainMap on every call: the context
+        # gets the same variables (the template's globals, then the values) and the same globals
+        ctx = tmpl.new_context({**base, **values}, shared=True)
+        try:
+            return "".join(tmpl.root_render_func(ctx))
+        except Exception:
+            tmpl.environment.handle_exception()
 
     def __getstate__(self):  # compiled Jinja templates do not pickle; workers recompile
         return {"name": self.name, "sources": dict(self.sources), "path": self.path, "custom": self.custom}

@@ -64,6 +64,10 @@ RUNS = {
                            "--set 'run.methods=[\"foredreamer\",\"full_text\",\"rag\",\"mem0\",\"memrl\",\"reme\",\"flex\","
                            "\"hipporag\",\"memoryos\",\"amem\",\"lightmem\",\"langmem\"]' --set run.max_questions=3 "
                            "--set 'data.categories=[]' --set agent.top_k=4 --set agent.context_chars=30000 --out runs/pa-baselines"),
+    # the real embedded model (SmolLM2-135M through llama.cpp, structured outputs on): about 40 minutes on 2 cores
+    "prophet-arena-smollm2": (".venv/bin/toe run configs/prophet-arena.toml --set 'data.categories=[]' "
+                              "--set 'run.methods=[\"no_information\",\"foredreamer\"]' --set run.max_questions=1 "
+                              "--set llm.threads=1 --out runs/pa-smollm2"),
     "futurex": (".venv/bin/toe run configs/futurex.toml --set llm.backend=simulated --set run.max_questions=0 "
                 "--set 'run.methods=[\"foredreamer\",\"full_text\",\"rag\",\"mem0\",\"memrl\",\"reme\",\"flex\"]' "
                 "--out runs/futurex"),
@@ -255,6 +259,21 @@ def futurex_accuracy(summary: dict) -> list[str]:
     return lines
 
 
+def forecast_real_model(summary: dict) -> list[str]:
+    """README: a real model's rows on the held-out questions (Brier and accuracy per category, unusable answers)."""
+    rows = summary["methods"]
+    cats = list(rows[0]["brier"])
+    n = sum(rows[0]["n"].values())
+    lines = ["| Method | " + " | ".join(cats) + " | Avg. Brier | Avg. accuracy | Unusable answers |",
+             "|---" * (len(cats) + 4) + "|"]
+    for r in rows:
+        b, acc = [r["brier"][c] for c in cats], [r["accuracy"][c] for c in cats]
+        bad = f"{r['failed']} of {n}" if r["row"] == "model" else "-"
+        lines.append(f"| {r['method']} | " + " | ".join(f"{v:.4f}" for v in b)
+                     + f" | {sum(b) / len(b):.4f} | {sum(acc) / len(acc):.4f} | {bad} |")
+    return lines
+
+
 # tables of reference rows that no model produced (no [simulated] tag: nothing was simulated)
 NO_MODEL_TABLES = {"prophet-reference-table", "prophet-reference-full-table"}
 
@@ -272,6 +291,7 @@ TABLES: dict[str, tuple[str, str, Callable[[dict], list[str]]]] = {
     "game24-filtered-table": ("docs/game24.md", "game24-filtered", game24_filtered),
     "forecast-baselines-table": ("docs/forecast_baselines.md", "forecast-baselines", forecast_brier_accuracy),
     "futurex-table": ("docs/futurex.md", "futurex", futurex_accuracy),
+    "prophet-smollm2-table": ("README.md", "prophet-arena-smollm2", forecast_real_model),
 }
 # the benchmarks' tables: the source is "bench:<topic>" (benchmarks/results/<topic>.json; "bench:*" every topic)
 TABLES.update({name: (doc, f"bench:{topic}", render) for name, (doc, topic, render) in bench.TABLES.items()})

@@ -8,7 +8,13 @@ How the library is wired here (no network, no API key, no telemetry):
 
 * ``MEM0_TELEMETRY=False`` (set before mem0 is imported; checked after) and
   ``MEM0_DIR`` pointed at a private temporary folder when unset;
-* vector store: mem0's ``qdrant`` provider on an in-process ``QdrantClient(":memory:")``;
+* vector store (``vector_store``): mem0's ``faiss`` provider (its ``FAISS`` class, exact
+  ``IndexFlatIP`` search, ``distance_strategy="cosine"``) held in memory: its ``_save``, which
+  rewrites the whole index and a JSON dump of every payload to disk on each insert (O(n) per
+  ``add``), is turned off (:func:`in_memory_faiss`); search, insert, filters and listing are the
+  library's. ``"qdrant"``: mem0's ``qdrant`` provider on ``QdrantClient(":memory:")``, whose local
+  mode filters every stored point in Python on each search (O(n) per ``add``; measured in
+  benchmarks/test_mem0_store.py). Both score by cosine, so the same memories come back;
   history (and the session's recent messages): SQLite ``:memory:``;
 * the engine's embedder and LLM are plugged in through the library's provider
   interfaces: :class:`EngineEmbedder` is a ``mem0.embeddings.base.EmbeddingBase``,
@@ -53,6 +59,7 @@ import hashlib
 import json
 import logging
 import os
+import shutil
 import tempfile
 import threading
 import warnings
@@ -94,6 +101,7 @@ MEM0_EXTRACTION = Constraint(
     }, sort_keys=True),
 )
 SESSION_LIMIT = 10  # Memory._add_to_vector_store: db.get_last_messages(session_scope, limit=10)
+VECTOR_STORES = ("faiss", "qdrant")
 
 
 @dataclass(frozen=True)
@@ -108,6 +116,7 @@ class Mem0Config:
     max_tokens: int = 2000  # mem0 BaseLlmConfig defaults, what the library's own providers send
     temperature: float = 0.1
     top_p: float = 0.1
+    vector_store: str = "faiss"  # mem0 provider: "faiss" (in memory) | "qdrant" (":memory:"); see the module docstring
 
     def __post_init__(self):
         check(self.top_k >= 1, f"mem0.top_k must be >= 1, got {self.top_k}")
@@ -118,6 +127,7 @@ class Mem0Config:
         check(self.max_tokens >= 1, f"mem0.max_tokens must be >= 1, got {self.max_tokens}")
         check(0.0 <= self.temperature <= 5.0, f"mem0.temperature must be in [0, 5], got {self.temperature}")
         check(0.0 < self.top_p <= 1.0, f"mem0.top_p must be in (0, 1], got {self.top_p}")
+        check(self.vector_store in VECTOR_STORES, f"mem0.vector_store must be one of {', '.join(VECTOR_STORES)}, got {self.vector_store!r}")
 
 
 _IMPORT_LOCK = threading.Lock()
@@ -218,25 +228,72 @@ def llm_config(cfg: Mem0Config):
     return BaseLlmConfig(model="toe-engine", temperature=cfg.temperature, max_tokens=cfg.max_tokens, top_p=cfg.top_p)
 
 
+_FAISS_CLASS = None
+
+
+def in_memory_faiss(collection_name: str, dim: int, path: str):
+    """mem0's own ``FAISS`` vector store (cosine) with its per-insert disk persistence turned off.
+
+    ``FAISS._save`` rewrites the index file and a JSON dump of every payload after each insert,
+    update and delete: O(n) per ``add`` (60 trading days of the finance stream spent 27 of 32 s
+    there). Nothing here reads those files back, so the subclass keeps the store in memory only;
+    every other method is the library's.
+    """
+    return _faiss_class()(collection_name=collection_name, path=path, distance_strategy="cosine", embedding_model_dims=int(dim))
+
+
+def _faiss_class():
+    global _FAISS_CLASS
+    if _FAISS_CLASS is None:
+        import_mem0()
+        try:
+            from mem0.vector_stores.faiss import FAISS
+        except ImportError as exc:
+            raise MissingExtraError("faiss-cpu", "baselines") from exc
+
+        class InMemoryFAISS(FAISS):
+            def _save(self):  # persistence off; see in_memory_faiss
+                return None
+
+        _FAISS_CLASS = InMemoryFAISS
+    return _FAISS_CLASS
+
+
 def build_memory(embedder, cfg: Mem0Config):
-    """A fresh offline ``mem0.Memory`` with the engine's embedder and LLM as its providers."""
+    """A fresh offline ``mem0.Memory`` with the engine's embedder, LLM and (faiss) vector store as its providers."""
     import_mem0()
     from mem0 import Memory
     from mem0.configs.base import MemoryConfig
-    from qdrant_client import QdrantClient
 
     EngineEmbedder, EngineLLM = _provider_classes()
+    dim, name = int(embedder.dim), "toe_mem0"
+    scratch_dir = None
+    if cfg.vector_store == "faiss":
+        _faiss_class()  # fails here, naming the extra, when faiss is missing
+        # mem0 builds its own FAISS at init and writes an empty index under `path`: a private folder, removed below
+        scratch_dir = tempfile.mkdtemp(prefix="toe-mem0-")
+        store = {"provider": "faiss", "config": {"collection_name": name, "embedding_model_dims": dim,
+                                                 "distance_strategy": "cosine", "path": os.path.join(scratch_dir, name)}}
+    else:
+        from qdrant_client import QdrantClient
+
+        store = {"provider": "qdrant", "config": {"collection_name": name, "embedding_model_dims": dim, "client": QdrantClient(":memory:")}}
     mc = MemoryConfig(
-        vector_store={"provider": "qdrant", "config": {"collection_name": "toe_mem0", "embedding_model_dims": int(embedder.dim),
-                                                        "client": QdrantClient(":memory:")}},
+        vector_store=store,
         # Placeholders: mem0 builds these clients at init without network; both are replaced below.
         llm={"provider": "openai", "config": {"api_key": "offline", "model": "replay"}},
-        embedder={"provider": "openai", "config": {"api_key": "offline", "embedding_dims": int(embedder.dim)}},
+        embedder={"provider": "openai", "config": {"api_key": "offline", "embedding_dims": dim}},
         history_db_path=":memory:",
     )
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        memory = Memory(mc)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            memory = Memory(mc)
+        if scratch_dir is not None:
+            memory.vector_store = in_memory_faiss(name, dim, os.path.join(scratch_dir, "live", name))
+    finally:
+        if scratch_dir is not None:
+            shutil.rmtree(scratch_dir, ignore_errors=True)
     memory.embedding_model = EngineEmbedder(embedder)
     memory.llm = EngineLLM(llm_config(cfg))
     return memory
@@ -248,10 +305,11 @@ def session_scope(agent_id: str) -> str:
     return _build_session_scope({"agent_id": agent_id})
 
 
-def load_records(memory, embedder, payloads: Sequence[dict], ids: Sequence[str], session: Sequence[tuple[str, str]], scope: str):
-    """Put stored memories (with their payloads) and the session's messages into a fresh ``Memory``."""
+def load_records(memory, embedder, payloads: Sequence[dict], ids: Sequence[str], session: Sequence[tuple[str, str]], scope: str,
+                 vectors: np.ndarray | None = None):
+    """Put stored memories (with their payloads; ``vectors f4[n, dim]`` if known, else embedded) and the session's messages into a fresh ``Memory``."""
     if payloads:
-        vecs = embedder.embed([p["data"] for p in payloads])
+        vecs = embedder.embed([p["data"] for p in payloads]) if vectors is None else vectors
         memory.vector_store.insert(vectors=[v.tolist() for v in vecs], payloads=[dict(p) for p in payloads], ids=list(ids))
     for role, content in session:  # one at a time: created_at increases, so get_last_messages keeps the order
         memory.db.save_messages([{"role": role, "content": content}], scope)
@@ -295,6 +353,11 @@ class Mem0Memory:
         self.version = 0
         self.stale_prompts = 0
         self.memory = build_memory(self.embedder, self.config)
+        # the snapshot's rows, appended from what each add() reports (mem0 2.x only adds): one O(k) step per
+        # round for k new memories instead of re-exporting all n (get_all + list + re-embedding: O(n) per round)
+        self._rows: dict[str, list] = {"id": [], "mem0_id": [], "memory": [], "payload": []}
+        self._vecs = np.zeros((0, int(embedder.dim)), dtype=np.float32)
+        self._snap: dict[str, np.ndarray] | None = None
 
     def __getstate__(self):
         """Pickle (checkpoints, Ray): the library's live objects are replaced by the stored records."""
@@ -313,6 +376,10 @@ class Mem0Memory:
             self.memory = build_memory(self.embedder, self.config)
             ids, payloads = (zip(*records) if records else ((), ()))
             load_records(self.memory, self.embedder, list(payloads), list(ids), session, session_scope(self.config.agent_id))
+            if "_rows" not in state:  # pickled before the snapshot's rows were kept: rebuild them from the store
+                snap = self.export()
+                self._rows = {k: snap[k].tolist() for k in ("id", "mem0_id", "memory", "payload")}
+                self._vecs, self._snap = snap["embedding"], None
 
     def _records(self) -> list[tuple[str, dict]]:
         """``(mem0 id, payload)`` of every stored memory, as mem0's vector store holds them."""
@@ -339,6 +406,43 @@ class Mem0Memory:
         return sorted(res, key=lambda r: self._int_ids[r["id"]])
 
     def snapshot(self) -> dict[str, np.ndarray]:
+        """The round's snapshot (see :meth:`export`), kept up to date by :meth:`apply` from mem0's add results."""
+        if self._snap is not None and int(self._snap["version"][0]) == self.version:
+            return self._snap
+        session = self._session()
+        r = self._rows
+        self._snap = {
+            "id": np.asarray(r["id"], dtype=np.int64),
+            "mem0_id": str_array(r["mem0_id"]),
+            "memory": str_array(r["memory"]),
+            "payload": str_array(r["payload"]),
+            "embedding": self._vecs,
+            "session_role": str_array(x for x, _ in session),
+            "session_content": str_array(c for _, c in session),
+            "version": np.array([self.version], dtype=np.int64),
+        }
+        return self._snap
+
+    def _append_rows(self, mem0_ids: Sequence[str]) -> None:
+        """Add the memories ``add`` just stored to the snapshot's rows, read back from the vector store."""
+        if not mem0_ids:
+            return
+        store = self._live().vector_store
+        texts = []
+        for mid in mem0_ids:
+            got = store.get(vector_id=mid)
+            if got is None or got.payload is None:
+                raise StoreError(f"mem0 reported memory {mid!r} as added but its vector store does not hold it")
+            payload = dict(got.payload)
+            texts.append(payload.get("data", ""))
+            self._rows["id"].append(self._int_ids[mid])
+            self._rows["mem0_id"].append(mid)
+            self._rows["payload"].append(json.dumps(payload, sort_keys=True))
+        self._rows["memory"].extend(texts)
+        self._vecs = np.concatenate([self._vecs, np.asarray(self.embedder.embed(texts), dtype=np.float32)])
+
+    def export(self) -> dict[str, np.ndarray]:
+        """The snapshot rebuilt from the library's store (``get_all`` and the vector store's ``list``): O(n)."""
         items = self.all_memories()
         payloads = dict(self._records())
         texts = [r["memory"] for r in items]
@@ -361,6 +465,7 @@ class Mem0Memory:
     def apply(self, updates: Sequence[Mapping[str, np.ndarray]]) -> None:
         """``Memory.add(messages, infer=True)`` per episode, in order, its LLM call answered with the prepared completion."""
         memory = self._live()
+        added: list[str] = []
         for u in updates:
             if not u:
                 continue
@@ -376,7 +481,11 @@ class Mem0Memory:
             self.stale_prompts += memory.llm.stale - before
             memory.llm.queue, memory.llm.expected = [], []
             for item in result.get("results", []):  # int ids in the deterministic order mem0 reports additions
-                self._int_ids.setdefault(str(item["id"]), len(self._int_ids))
+                mid = str(item["id"])
+                if mid not in self._int_ids and item.get("event", "ADD") == "ADD":
+                    self._int_ids[mid] = len(self._int_ids)
+                    added.append(mid)
+        self._append_rows(added)
         self.version += 1
 
     def search_live(self, query: str) -> list[Hit]:
@@ -401,12 +510,17 @@ class Mem0Reader:
         self.embedding = np.asarray(snapshot["embedding"], dtype=np.float32)
         if self.embedding.shape != (len(self.memory), embedder.dim):
             raise InputError(f"snapshot embedding must have shape ({len(self.memory)}, {embedder.dim}), got {self.embedding.shape}")
-        if "payload" in snapshot:
-            self.payloads = [json.loads(p) for p in texts_of(snapshot["payload"])]
-        else:  # a snapshot of texts only (an array store): the payload fields add() reads
-            self.payloads = [{"data": t, "hash": hashlib.md5(t.encode()).hexdigest(), "agent_id": config.agent_id} for t in self.memory]
+        self._payload_json = texts_of(snapshot["payload"]) if "payload" in snapshot else None
         self.session = list(zip(texts_of(snapshot.get("session_role")), texts_of(snapshot.get("session_content"))))
         self._scratch = None
+
+    @property
+    def payloads(self) -> list[dict]:
+        """The memories' payloads as mem0 stores them (parsed when a scratch store needs them)."""
+        if self._payload_json is not None:
+            return [json.loads(p) for p in self._payload_json]
+        # a snapshot of texts only (an array store): the payload fields add() reads
+        return [{"data": t, "hash": hashlib.md5(t.encode()).hexdigest(), "agent_id": self.config.agent_id} for t in self.memory]
 
     def _candidates(self, scores: np.ndarray, k: int) -> list[int]:
         return [int(r) for r in top_k(scores.astype(np.float64), k)]
@@ -440,7 +554,8 @@ class Mem0Reader:
         """A ``mem0.Memory`` holding exactly the snapshot (memories with payloads, session messages)."""
         if self._scratch is None:
             self._scratch = build_memory(self.embedder, self.config)
-            load_records(self._scratch, self.embedder, self.payloads, self.mem0_id, self.session, session_scope(self.config.agent_id))
+            load_records(self._scratch, self.embedder, self.payloads, self.mem0_id, self.session, session_scope(self.config.agent_id),
+                         vectors=self.embedding)  # the snapshot's vectors: the texts' embeddings, not made again
         return self._scratch
 
     def library_messages(self, outcome: Outcome) -> tuple[list[dict], dict | None]:

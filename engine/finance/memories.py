@@ -1,21 +1,18 @@
-"""Pipe+Mem0's store for long streams: mem0's extraction and retrieval over in-process arrays.
+"""Pipe+Mem0 on arrays: mem0's extraction and retrieval without the library's store (``memory.mem0_store = "arrays"``).
 
-:class:`engine.baselines.mem0.Mem0Memory` stores memories in the real mem0
-library on an in-process Qdrant collection, whose every ``add`` filters all
-stored points in Python: measured here, 60 trading days of the default
-synthetic market took 87 s (1.3 s per day and growing), too slow for a
-300-day stream x 3 seeds within ten minutes. :class:`ArrayMem0Memory` keeps
-the same behaviour on arrays:
+The default is the real library (:class:`engine.baselines.mem0.Mem0Memory`, ``"library"``), on mem0's
+FAISS store held in memory with the round's snapshot kept from each ``add``'s results; over 300 trading
+days of the default synthetic market it costs 1.3x to 1.7x this store's CPU time (benchmarks/test_mem0_store.py;
+before, on mem0's local Qdrant with the snapshot re-exported every round, 60 days took 87 s and the
+per-day cost kept growing). :class:`ArrayMem0Memory` keeps the behaviour on arrays, for comparison:
 
 * writing: the same prepared completion (mem0's extraction prompt under a real
   backend, the rule-based ``{"memory": [{"text": ...}]}`` under the simulated
   one) is parsed as mem0 2.x parses it, and each text is added unless its MD5
-  hash is already stored (mem0 2.x's ADD-only extraction with hash de-duplication);
+  hash is already stored (mem0 2.x de-duplicates against the 10 memories its
+  search returns and the batch; this store against every stored hash);
 * reading: the snapshot has the layout of ``Mem0Memory.snapshot()`` and is read
   by :class:`engine.baselines.mem0.Mem0Reader` (mem0's own ``score_and_rank``).
-
-Select it with ``memory.mem0_store = "arrays"`` (default) or the library store
-with ``"library"``.
 """
 
 from __future__ import annotations

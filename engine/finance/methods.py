@@ -200,11 +200,12 @@ class FinanceMethod:
 
     def _predict(self, day: int, llm: LLMBackend, industries: list[int], extra, stats: dict) -> dict[int, np.ndarray]:
         """Shared prediction stage: one PREDICT prompt per industry, one batch. ``extra(i)`` -> (experiences, memories)."""
-        from engine.memory_budget import context_window, count_tokens_for, fit_items, room
+        from engine.memory_budget import context_window, fit_items, room, token_counter
 
         ctx = self.ctx
         reqs = []
         fits = context_window(llm) is not None
+        count = token_counter(llm)
         for i in industries:
             exps, mems = extra(i)
             args = (ctx.market.industries[i], ctx.date(day), ctx.horizons, ctx.news_lines(ctx.retained(i, day)))
@@ -214,16 +215,15 @@ class FinanceMethod:
                 continue
             prompt = P.predict_prompt(*args, exps, mems)
             if fits:  # fit the context window: the memories go first, then the experiences
-                limit = room(llm, count_tokens_for(llm, bare), ctx.sampling.max_tokens)
-                if count_tokens_for(llm, prompt) - count_tokens_for(llm, bare) > limit:
+                limit = room(llm, count(bare), ctx.sampling.max_tokens)
+                if count(prompt) - count(bare) > limit:
                     items = [("e", x) for x in exps] + [("m", m) for m in mems]
                     render = lambda its: P.predict_prompt(*args, [x for k, x in its if k == "e"],  # noqa: E731
                                                           [x for k, x in its if k == "m"])
-                    prompt, _ = fit_items(items, render, limit + count_tokens_for(llm, bare),
-                                          lambda t: count_tokens_for(llm, t))
+                    prompt, _ = fit_items(items, render, limit + count(bare), count)
                     prompt = prompt or bare
                     stats[i]["experience_fitted"] += 1
-            stats[i]["experience_tokens"] += count_tokens_for(llm, prompt) - count_tokens_for(llm, bare)
+            stats[i]["experience_tokens"] += count(prompt) - count(bare)
             reqs.append(ctx.request(prompt, f"{self.name}:{day}:{i}", S.finance_predict(ctx.horizons)))
         out = {}
         for i, texts in zip(industries, self._generate(llm, reqs, "predict", [stats[i] for i in industries])):
@@ -232,7 +232,7 @@ class FinanceMethod:
                 stats[i]["parse_failures"] += 1
                 out[i] = np.zeros(len(ctx.horizons))
             else:
-                out[i] = np.asarray(pred.sentiment, dtype=np.float64) * np.ones(len(ctx.horizons))
+                out[i] = np.broadcast_to(np.asarray(pred.sentiment, dtype=np.float64), (len(ctx.horizons),)).copy()
         return out
 
     def _nan(self) -> np.ndarray:

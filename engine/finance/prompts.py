@@ -24,6 +24,7 @@ import json
 import math
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Sequence
 
 from engine import templates
@@ -82,11 +83,17 @@ class ExperienceLine:
     reliability: tuple[float, ...]
 
 
+@lru_cache(maxsize=64)
+def _news_block(news: tuple[NewsLine, ...]) -> str:
+    """The numbered news lines of a PREDICT prompt (one window is rendered twice: with and without experience)."""
+    return "\n".join(f"[{k}] ({n.day}, importance {n.importance:g}) {n.title}. {n.content}"
+                     for k, n in enumerate(news, 1))
+
+
 def predict_prompt(industry: str, date: str, horizons: Sequence[int], news: Sequence[NewsLine],
                    experiences: Sequence[ExperienceLine] = (), memories: Sequence[str] = ()) -> str:
     """The shared prediction prompt (ToE eq. (6)); experience-free when both lists are empty."""
-    news_lines = "\n".join(f"[{k}] ({n.day}, importance {n.importance:g}) {n.title}. {n.content}"
-                           for k, n in enumerate(news, 1))
+    news_lines = _news_block(tuple(news))
     exp_lines = "\n".join(
         f"[news {e.news}] {e.path[0]} > {e.path[1]} > {e.path[2]} | reliability "
         + ", ".join(f"{h}d={q:.2f}" for h, q in zip(horizons, e.reliability))

@@ -97,6 +97,14 @@ def leader_clusters(vecs: np.ndarray, weights: np.ndarray, threshold: float) -> 
     return list(zip(leaders, groups))
 
 
+# an episode's updates with nothing in them (read-only, shared)
+_EMPTY_UPDATES = {"fb_entries": _NONE, "fb_deltas": np.zeros(0),
+                  **{k: _NONE for k in ("route_news", "recall", "proposal_recall", "merge_keep", "merge_drop",
+                                        "merge_into", "hit", "hit_channel", "used")},
+                  **{k: _NO_TEXT for k in ("route_factor", "new_factor", "new_direction")}}
+_EMPTY_UPDATES["fb_deltas"].flags.writeable = False
+
+
 class _FastView:
     """The snapshot's store read without per-call validation, node texts decoded once per call.
 
@@ -115,6 +123,7 @@ class _FastView:
         self.merged_into = view._exp["merged_into"]
         self.reliability = view._block[:, : self.H]
         self._ends = view._nodes["text_end"]
+        self._leaf = view._exp["path"][:, -1]  # an experience's direction node (fixed once the row exists)
         # decoded texts by (node, end of its bytes): the text buffer only grows, so a key never changes
         # meaning and the cache may outlive one snapshot (the method keeps it across rounds)
         self._texts: dict[tuple[int, int], str] = {} if texts is None else texts
@@ -149,6 +158,10 @@ class _FastView:
 
     def path_texts(self, eid: int) -> list[str]:
         return [self.node_text(int(v)) for v in self._exp["path"][eid] if v >= 0]
+
+    def leaf_texts(self, eids: np.ndarray) -> list[str]:
+        """The direction text of each experience row in ``eids``."""
+        return [self.node_text(n) for n in self._leaf[eids].tolist()]
 
     def directions(self, fnode: int) -> np.ndarray:
         """Active experience rows under a factor node, in creation order (read-only)."""
@@ -334,16 +347,10 @@ class PipeToE(FinanceMethod):
         out = []
         for e in episodes:
             i = e.payload[2]
-            u = ups[i]
-            u.setdefault("fb_entries", np.zeros(0, np.int64))
-            u.setdefault("fb_deltas", np.zeros(0))
-            for key in ("route_news", "recall", "proposal_recall", "merge_keep", "merge_drop", "merge_into", "hit",
-                        "hit_channel", "used"):
-                u.setdefault(key, _NONE)
-            for key in ("route_factor", "new_factor", "new_direction"):
-                u.setdefault(key, _NO_TEXT)
+            u = {**_EMPTY_UPDATES, **ups[i]}  # every key present, empty where the episode changed nothing
             u["used"] = np.asarray(used.get(i, []), dtype=np.int64)
-            out.append(EpisodeResult(e.episode_id, self._record(e, preds.get(i, self._nan()), stats[i], llm), u))
+            s = preds[i] if i in preds else self._nan()
+            out.append(EpisodeResult(e.episode_id, self._record(e, s, stats[i], llm), u))
         return out
 
     # ------------------------------------------------------------------ stages
@@ -405,7 +412,7 @@ class PipeToE(FinanceMethod):
         eids = view.directions(fnode)
         if not eids.size or (eids.size <= self.cfg.k1 and self.cfg.lam <= -1.0):
             return eids  # nothing to rank or cut
-        vecs = self.ctx.embedder.embed([view.node_text(int(view._exp["path"][e, 2])) for e in eids])  # cached by text
+        vecs = self.ctx.embedder.embed(view.leaf_texts(eids))  # cached by text
         sims = vecs @ news_vec
         order = np.lexsort((np.arange(eids.size), -sims))[: self.cfg.k1]
         order = np.sort(order[sims[order] >= self.cfg.lam])
@@ -456,17 +463,18 @@ class PipeToE(FinanceMethod):
                 factor = view.node_text(fnode)
                 fkey = int(view._nodes["key"][fnode])
             cands = self._candidates(view, fnode, news_vecs[jj]) if fnode >= 0 else np.zeros(0, np.int64)
-            recall[i].extend(cands.tolist())
-            listed = [(int(e), view.node_text(int(view._exp["path"][e, 2]))) for e in cands]
+            ids = cands.tolist()
+            recall[i].extend(ids)
+            listed = list(zip(ids, view.leaf_texts(cands)))
             reqs.append(ctx.request(P.rerank_prompt(name, factor, nw.title[k], nw.content[k], listed),
-                                    f"{self.name}:rerank:{day}:{k}", S.finance_rerank(cands.tolist())))
-            meta.append((k, i, fnode, fkey, cands))
+                                    f"{self.name}:rerank:{day}:{k}", S.finance_rerank(ids)))
+            meta.append((k, i, fnode, fkey, ids))
         selected: list[list[int]] = []
         created: dict[int, list[int]] = defaultdict(list)
         proposal_recall: dict[int, list[int]] = defaultdict(list)
-        for (k, i, fnode, fkey, cands), texts in zip(meta, self._generate(llm, reqs, "rerank",
+        for (k, i, fnode, fkey, ids), texts in zip(meta, self._generate(llm, reqs, "rerank",
                                                                           [stats[m[1]] for m in meta])):
-            ans = P.parse_rerank(texts[0] if texts else "", cands.tolist())
+            ans = P.parse_rerank(texts[0] if texts else "", ids)
             if ans is None:
                 stats[i]["parse_failures"] += 1
                 selected.append([])
@@ -498,7 +506,7 @@ class PipeToE(FinanceMethod):
                 o.hit[e] = o.hits(e) + 1
                 hit[i].append(e)
                 hit_channel[i].append(int(nw.channel[k]) if self.n_channels else -1)
-                lines[i].append(P.ExperienceLine(pos, self._path(view, o, i, e), tuple(float(x) for x in o.qrow(e))))
+                lines[i].append(P.ExperienceLine(pos, self._path(view, o, i, e), tuple(o.qrow(e).tolist())))
                 used[i].append(e)
         for i in industries:
             u = ups[i]
@@ -660,9 +668,9 @@ class PipeToE(FinanceMethod):
 
         # every episode's references as store rows (``-1 - m``: its m-th new direction), in one pass
         names = ("recall", "proposal_recall", "merge_keep", "merge_drop", "merge_into", "hit", "used")
-        parts = [np.asarray(u[k], np.int64) for u in ups for k in names]
-        sizes = np.fromiter((p.size for p in parts), np.int64, len(parts))
-        refs = np.concatenate(parts)
+        parts = [u[k] for u in ups for k in names]  # int64 arrays, as _day builds them
+        sizes = np.array([p.size for p in parts], np.int64)
+        refs = np.concatenate(parts).astype(np.int64, copy=False)
         owner = np.repeat(np.repeat(np.arange(len(ups)), len(names)), sizes)
         name = np.repeat(np.tile(np.arange(len(names)), len(ups)), sizes)
         new = refs < 0

@@ -57,7 +57,8 @@ from engine.llm.tokens import count_prompt_tokens
 from engine.llm.structured import prophet_forecast
 
 MEMORY_MODES = ("mem0", "memrl", "reme", "flex",  # memory baselines applied to the retrieved evidence
-                "hipporag", "memoryos", "amem", "lightmem", "langmem")  # the ForeDreamer paper's own (re-implemented)
+                "hipporag", "memoryos", "amem", "lightmem", "langmem",  # the ForeDreamer paper's own (LangMem: its
+                "langmem_reimpl")  # library; the other four and langmem_reimpl: re-implementations)
 SEARCH_MODES = ("foredreamer", "market_informed") + MEMORY_MODES  # modes that run the multi-turn search loop
 MODES = ("foredreamer", "full_text", "rag", "no_information", "market_informed") + MEMORY_MODES
 MARKET_PRIOR_NOTE = ("Beyond the evidence, use the market's implied probabilities at the snapshot as your prior "

@@ -25,18 +25,21 @@ from engine.memory_budget import (DEFAULT_MAX_EXPERIENCE_TOKENS, DEFAULT_TOP_K, 
 
 ROW_NAMES = {"mem0": "Mem0 (evidence)", "memrl": "MemRL (evidence)", "reme": "ReMe (evidence)",
              "flex": "FLEX (evidence)",
-             # the ForeDreamer paper's own baselines (Table 1), re-implemented from their code (engine.baselines)
+             # the ForeDreamer paper's own baselines (Table 1): LangMem on its library, the others re-implemented
+             # from their code (engine.baselines; docs/forecast_baselines.md)
              "hipporag": "HippoRAG 2 (re-impl., evidence)", "memoryos": "MemoryOS (re-impl., evidence)",
              "amem": "A-MEM (re-impl., evidence)", "lightmem": "LightMem (re-impl., evidence)",
-             "langmem": "LangMem (re-impl., evidence)"}
+             "langmem": "LangMem (library, evidence)", "langmem_reimpl": "LangMem (re-impl., evidence)"}
 DISPLAY = {"mem0": "Mem0", "memrl": "MemRL", "reme": "ReMe", "flex": "FLEX", "hipporag": "HippoRAG 2",
-           "memoryos": "MemoryOS", "amem": "A-MEM", "lightmem": "LightMem", "langmem": "LangMem"}
+           "memoryos": "MemoryOS", "amem": "A-MEM", "lightmem": "LightMem", "langmem": "LangMem",
+           "langmem_reimpl": "LangMem"}
 # Document memories (engine.baselines.docmem): add(texts) jobs + retrieve(query); module, config and memory class.
 DOC_KINDS = {"hipporag": ("hipporag", "HippoRAGConfig", "HippoRAGMemory"),
              "memoryos": ("memoryos", "MemoryOSConfig", "MemoryOSMemory"),
              "amem": ("amem", "AMemConfig", "AMemMemory"),
              "lightmem": ("lightmem", "LightMemConfig", "LightMemMemory"),
-             "langmem": ("langmem", "LangMemConfig", "LangMemMemory")}
+             "langmem": ("langmem_library", "LangMemLibraryConfig", "LangMemLibraryMemory"),
+             "langmem_reimpl": ("langmem", "LangMemConfig", "LangMemMemory")}
 
 
 @dataclass(frozen=True)

@@ -123,12 +123,23 @@ class UsageMeter:
     def record(self, requests: Sequence[Request], responses: Sequence[Response]) -> None:
         total, per = self.total, self.per_episode
         for req, resp in zip(requests, responses):
-            total.add(resp)
+            comps = resp.completions  # each field read once: the same sums as Usage.add, per response
+            n, pt, lat = len(comps), resp.prompt_tokens, resp.latency_s
+            ct = comps[0].completion_tokens if n == 1 else sum(c.completion_tokens for c in comps)
+            total.calls += 1
+            total.samples += n
+            total.prompt_tokens += pt
+            total.completion_tokens += ct
+            total.latency_s += lat
             if req.episode is not None:
                 u = per.get(req.episode)
                 if u is None:
                     u = per[req.episode] = Usage()
-                u.add(resp)
+                u.calls += 1
+                u.samples += n
+                u.prompt_tokens += pt
+                u.completion_tokens += ct
+                u.latency_s += lat
 
 
 def answered_by(backend) -> tuple[str, str]:

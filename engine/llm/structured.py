@@ -19,6 +19,9 @@ replay        the constraint is part of the trace key: a recorded constrained an
               the same constraint
 ============  =====================================================================================
 
+Tool calls (a library that calls its LLM with ``tools=[...]``) are one more constraint: the union of the
+tools' argument schemas (kind ``tool_calls``, :mod:`engine.llm.tools`).
+
 A regex-only constraint (Game-of-24 lines) has no ``response_format`` form; the OpenAI path then sends
 nothing for it unless ``structured_format`` is ``"vllm"`` or ``"llamacpp"`` (GBNF). Parsing stays
 tolerant either way: constrained text goes through the same parser, and an unusable answer is counted
@@ -39,7 +42,8 @@ from typing import Any, Sequence
 # backends; the ToT prompts attach them where the search builds its requests.
 KINDS = ("prophet_forecast", "game24_value", "game24_step", "game24_answer", "mem0_extraction",
          "finance_route", "finance_rerank", "finance_merge", "finance_predict", "finance_sentiment", "finance_update",
-         "forecast_editor", "forecast_critic")
+         "forecast_editor", "forecast_critic",
+         "tool_calls")  # tool_calls: OpenAI-style tool calls as JSON (engine.llm.tools)
 
 
 @dataclass(frozen=True)
@@ -182,7 +186,9 @@ def response_format(c: Constraint) -> dict | None:
     """OpenAI's ``response_format`` for ``c``, or None when it has no JSON schema."""
     if c.schema is None:
         return None
-    return {"type": "json_schema", "json_schema": {"name": c.kind, "schema": c.schema, "strict": True}}
+    # a tool-call union carries the library's own argument schemas (optional keys, no additionalProperties:
+    # false), which OpenAI's strict mode rejects; it goes non-strict (vLLM and llama.cpp enforce both alike)
+    return {"type": "json_schema", "json_schema": {"name": c.kind, "schema": c.schema, "strict": c.kind != "tool_calls"}}
 
 
 def request_fields(c: Constraint, fmt: str) -> dict[str, Any]:

@@ -37,8 +37,11 @@ def _state(method) -> dict:
         return {"q": method.store.reliability.copy(), "hit": method.store.hit, "active": method.store.active.copy(),
                 "status": method.store.ledger.column("status").copy(), "route": method.route.copy()}
     if hasattr(method, "ledger"):
+        # mem0's own ids (uuid4) and payload timestamps differ in every run, so the library's rows are compared
+        # by their engine ids, texts, vectors and session messages
         return {"status": method.ledger.column("status").copy(),
-                **{f"memory.{k}": np.asarray(v).copy() for k, v in method.memory.snapshot().items()}}
+                **{f"memory.{k}": np.asarray(v).copy() for k, v in method.memory.snapshot().items()
+                   if k not in ("mem0_id", "payload")}}
     return {k: v for k, v in vars(method).items() if isinstance(v, np.ndarray)}
 
 

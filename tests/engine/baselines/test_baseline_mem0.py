@@ -1,12 +1,15 @@
 """Mem0 on the real mem0ai library, offline: add/search round trip, replayed extraction, telemetry off."""
 
 import json
+import os
 import pickle
 
+import numpy as np
 import pytest
 
 pytest.importorskip("mem0")
 pytest.importorskip("qdrant_client")
+pytest.importorskip("faiss")
 
 from engine.baselines.common import Attempt, Outcome  # noqa: E402
 from engine.baselines.mem0 import Mem0Config, Mem0Memory  # noqa: E402
@@ -155,3 +158,49 @@ def test_context_overflow_names_the_remedy(hashing):
     mem = Mem0Memory(Mem0Config(extraction="auto"), embedder=hashing)
     with pytest.raises(BackendError, match=r'extraction = "rule"'):
         mem.reader(mem.snapshot()).observe([outcome("1 2 3 4", ("x", True))], Small())
+
+
+def _rounds(mem, n_rounds=4, per_round=3):
+    """Rounds of rule-extracted outcomes, one repeated task per round (mem0's hash de-duplication)."""
+    for r in range(n_rounds):
+        outs = [outcome(f"{r} {i} {i + 1} {2 * i}", (f"step {r}.{i}", (r + i) % 2 == 0), key=f"{r}.{i}") for i in range(per_round)]
+        outs.append(outcome("1 2 3 4", ("1 * 2 = 2; 2 * 3 = 6; 6 * 4 = 24", True), key=f"{r}.dup"))
+        mem.apply(mem.reader(mem.snapshot()).observe(outs, Simulated()))
+    return mem
+
+
+def test_kept_snapshot_equals_the_library_export(hashing):
+    mem = _rounds(Mem0Memory(Mem0Config(), embedder=hashing))
+    kept, full = mem.snapshot(), mem.export()
+    assert len(kept["id"]) == 13  # 4 rounds x 3 new + the repeated memory once
+    assert set(kept) == set(full)
+    for k in kept:
+        if kept[k].dtype.kind == "f":
+            np.testing.assert_allclose(kept[k], full[k], atol=1e-6, err_msg=k)
+        else:
+            assert kept[k].tolist() == full[k].tolist(), k
+    assert mem.snapshot() is kept  # unchanged version: the same arrays, no re-export
+
+
+def test_faiss_and_qdrant_stores_agree(hashing):
+    a = _rounds(Mem0Memory(Mem0Config(vector_store="faiss"), embedder=hashing))
+    b = _rounds(Mem0Memory(Mem0Config(vector_store="qdrant"), embedder=hashing))
+    assert a.snapshot()["memory"].tolist() == b.snapshot()["memory"].tolist()
+    for q in ("1 2 3 4", "2 1 2 2", "0 0 1 0"):
+        ha, hb = a.search_live(q), b.search_live(q)
+        assert [h.id for h in ha] == [h.id for h in hb]
+        assert [h.score for h in ha] == pytest.approx([h.score for h in hb], abs=1e-5)
+        assert [h.id for h in a.reader(a.snapshot()).retrieve([q])[0]] == [h.id for h in ha]
+
+
+def test_faiss_store_writes_nothing_to_disk(hashing):
+    mem = _rounds(Mem0Memory(Mem0Config(vector_store="faiss"), embedder=hashing), n_rounds=1)
+    store = mem.memory.vector_store
+    assert type(store).__mro__[1].__name__ == "FAISS" and store.distance_strategy == "cosine"
+    assert len(store.docstore) == 4
+    assert not os.path.exists(os.path.dirname(os.path.dirname(store.path)))  # the private folder is gone
+
+
+def test_vector_store_is_checked():
+    with pytest.raises(ValueError, match="mem0.vector_store must be one of faiss, qdrant, got 'chroma'"):
+        Mem0Config(vector_store="chroma")

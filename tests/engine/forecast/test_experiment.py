@@ -139,11 +139,12 @@ def test_the_papers_five_memory_baselines_run_through_toe_run(pa_folder, tmp_pat
     cfg["memory_baselines"] = {"extraction": "llm"}  # the simulated policy answers their prompts
     assert run(cfg, RunOptions(config_path=tmp_path / "x.toml", out=tmp_path / "out")) == 0
     text = capsys.readouterr().out
+    label = {n: "library" if k == "langmem" else "re-impl." for k, n in five.items()}  # LangMem: its real library
     for name in five.values():
-        assert f"| {name} (re-impl., evidence) [simulated] |" in text
+        assert f"| {name} ({label[name]}, evidence) [simulated] |" in text
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     rows = {r["method"]: r for r in summary["methods"]}
-    assert all(sum(rows[f"{n} (re-impl., evidence) [simulated]"]["n"].values()) == 2 for n in five.values())
+    assert all(sum(rows[f"{n} ({label[n]}, evidence) [simulated]"]["n"].values()) == 2 for n in five.values())
     for method in five:
         for d in _episodes(tmp_path / "out", method):
             evidence = json.loads(d["evidence"])

@@ -250,11 +250,11 @@ def test_mem0_unparseable_extraction_falls_back_to_rule(questions):
 
 
 def test_bad_mode_and_config_raise_clear_errors(questions):
-    with pytest.raises(ConfigError, match=r"agent.mode must be one of foredreamer, .*mem0, memrl, reme, flex, hipporag, memoryos, amem, lightmem, langmem, got 'mem1'"):
+    with pytest.raises(ConfigError, match=r"agent.mode must be one of foredreamer, .*mem0, memrl, reme, flex, hipporag, memoryos, amem, lightmem, langmem, langmem_reimpl, got 'mem1'"):
         AgentConfig(mode="mem1")
-    with pytest.raises(ConfigError, match=r"run.methods must be a non-empty subset of .*'langmem'\], got \['memO'\]"):
+    with pytest.raises(ConfigError, match=r"run.methods must be a non-empty subset of .*'langmem', 'langmem_reimpl'\], got \['memO'\]"):
         load_forecast_config({"data": {"path": "x"}, "run": {"methods": ["memO"]}})
-    with pytest.raises(ConfigError, match="memory baseline must be one of mem0, memrl, reme, flex, hipporag, memoryos, amem, lightmem, langmem, got 'rag'"):
+    with pytest.raises(ConfigError, match="memory baseline must be one of mem0, memrl, reme, flex, hipporag, memoryos, amem, lightmem, langmem, langmem_reimpl, got 'rag'"):
         _runner("rag", questions)
     with pytest.raises(ConfigError, match="memory_baselines.top_k must be >= 1, got 0"):
         MemoryBaselinesConfig(top_k=0)
@@ -353,7 +353,7 @@ def test_mem0_extraction_prompt_is_fitted_to_the_context_window(questions):
     assert [h.doc_id for h in proc.stores[q.qid].written] == [docs[0].doc_id]  # the left-out result is not written
 
 
-PAPER_KINDS = ["hipporag", "memoryos", "amem", "lightmem", "langmem"]
+PAPER_KINDS = ["hipporag", "memoryos", "amem", "lightmem", "langmem", "langmem_reimpl"]
 
 
 class _Counting:
@@ -400,12 +400,12 @@ def test_paper_baselines_llm_path_stores_what_the_rule_stores_in_batched_calls(k
     assert len(r.batches) == 1  # no experience layer: all questions in flight together
 
 
-def test_paper_baselines_rows_are_labelled_re_implementations():
+def test_paper_baselines_rows_say_library_or_re_implementation():
     from engine.forecast.evidence_memory import ROW_NAMES
 
     assert [ROW_NAMES[k] for k in PAPER_KINDS] == [
         "HippoRAG 2 (re-impl., evidence)", "MemoryOS (re-impl., evidence)", "A-MEM (re-impl., evidence)",
-        "LightMem (re-impl., evidence)", "LangMem (re-impl., evidence)"]
+        "LightMem (re-impl., evidence)", "LangMem (library, evidence)", "LangMem (re-impl., evidence)"]
 
 
 def test_memoryos_returns_short_term_pages_and_hipporag_its_top_k(questions):
