@@ -316,6 +316,24 @@ def cluster_speedup(data: dict) -> list[str]:
     return lines
 
 
+def cluster_recheck(data: dict) -> list[str]:
+    """The latest re-measurement of the cold 300 x 60 workload (on whatever load the machine had), per run."""
+    key = RECHECK_KEY
+    fs = runs(data, key)
+    lines = ["| run (UTC) | load average before (1, 5, 15 min) | ray-2 / local (per-pass ratios) |", "| --- | --- | --- |"]
+    for r in fs:
+        f = r["figures"]
+        load = ", ".join(f"{x:.1f}" for x in r["machine"]["load_average_1_5_15"])
+        lines.append(f"| {r['date'][11:16]} | {load} | {f['ray2_over_local']:.2f} ("
+                     + ", ".join(f"{p:.2f}" for p in f["ray2_over_local_per_pass"]) + ") |")
+    med = statistics.median(r["figures"]["ray2_over_local"] for r in fs)
+    lines.append(f"| **median of {len(fs)}** | | **{med:.2f}x** |")
+    return lines
+
+
+RECHECK_KEY = "2026-12-01,loaded,cold-300x60"
+
+
 # --- finance ----------------------------------------------------------------------------------------
 
 def finance_methods(data: dict) -> list[str]:
@@ -438,6 +456,7 @@ TABLES = {
     "index-summary-table": ("docs/retrieval.md", "index", index_summary),
     "store-summary-table": ("docs/store.md", "store", store_summary),
     "cluster-speedup-table": ("docs/cluster.md", "cluster", cluster_speedup),
+    "cluster-recheck-table": ("docs/cluster.md", "cluster", cluster_recheck),
 }
 
 # which run keys each table reads (for the footer's commands); default: every run of the topic
@@ -450,6 +469,7 @@ KEYS = {
     "bench-cluster-loaded-table": ["2026-11-29,loaded,warm-100x20"], "bench-cluster-idle-table": ["2026-11-29,idle,warm"],
     "bench-cluster-cold-table": ["2026-11-29,idle,cold-300x60"], "bench-cluster-shares-table": ["2026-11-30,shares,cold-300x60"],
     "bench-cluster-speedup-table": ["cold-300x60", "warm-300x60"], "cluster-speedup-table": ["cold-300x60", "warm-300x60"],
+    "cluster-recheck-table": [RECHECK_KEY],
     "bench-finance-table": ["methods,days=60"], "bench-finance-interleaved-table": ["interleaved,days=60"],
     "bench-finance-mem0-store-table": ["mem0-store,days=60", "mem0-store,days=300"],
     "bench-finance-instructions-table": ["instructions,days=60"],

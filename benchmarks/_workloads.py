@@ -75,8 +75,9 @@ def finance(method: str = "Pipe+ToE", server: dict | None = None, days: int | No
 
     cfg = load_toml(ROOT / "configs/finance-synthetic.toml")
     cfg["methods"], cfg["seeds"], cfg["llm"], cfg["plots"] = [method], [0], _llm_table(server), False
-    if days is not None:
+    if days is not None:  # a cut stream: the config's exploitation date may lie past it; split at T/3 as the task does
         cfg.setdefault("protocol", {})["max_days"] = days
+        cfg["protocol"]["exploitation_start"] = ""
     task = FinanceTask()
     exp = task.parse(cfg, SimpleNamespace(config_path=ROOT / "configs/finance-synthetic.toml"))
     spec = _pick(task, exp, method)

@@ -6,24 +6,31 @@ sweep), answering with the task's SIMULATED policy and sleeping as long as the e
 have taken. So the workers wait on their engines as they would on GPUs, and 32 of them fit on
 a 2-core machine. Per task and worker count W (weak scaling: the episodes in flight grow with W):
 
-* Game of 24 ToT and ToT+ToE: rounds of ``PER_WORKER x W`` puzzles, ``ROUNDS`` rounds;
-* finance Pipe+ToE: rounds of ``ceil(PER_WORKER x W / 8)`` trading days of 8 industries (the
-  task's own round is one day; Pipe+ToE does not take ``pipeline_rounds``, see benchmarks/staleness.py);
+* Game of 24 ToT and ToT+ToE: rounds of ``PER_WORKER x W`` puzzles (2 per worker: 64 at 32
+  workers with ``pipeline_rounds = 1``, the largest setting the staleness table prices at <= 1
+  point), ``ROUNDS`` rounds, each worker's share in ``STREAMS`` streams (2: one puzzle each);
+* finance Pipe+ToE: rounds of ``PER_WORKER x W`` episodes (4 per worker; a trading day is 8
+  episodes, one per industry: half a day at 1 worker, 16 days at 32, within 0.01 tsIC of the
+  day-sized round; Pipe+ToE does not take ``pipeline_rounds``, see benchmarks/staleness.py),
+  shares in 4 streams;
 * Prophet Arena MemRL: one question per round (the method's rule); ``pipeline_rounds = W - 1``
-  keeps W questions in flight (all 84 held-out questions when W > 84 would be asked for).
+  keeps W questions in flight (all 84 held-out questions when W > 84 would be asked for); a share
+  is one question, so streams change nothing there.
 
 Reported: episodes/s, efficiency ``eps(W) / (W x eps(1))``, each engine's utilization (tokens
 served over what it could have served in the run's wall time: ``work_s / wall``) and busy fraction
 (``busy_s / wall``), the mean barrier (driver + store owner apply), the per-round overhead, the
-machine's load average and memory. Every configuration's records are compared with the local
-executor's at the same round size and ``pipeline_rounds`` (plain simulated backend: the server
-model changes no text). A second test measures snapshots of 10^5..10^7-experience stores: size,
+machine's load average and memory, the workers' CPU time, and the engines' calls in flight at
+once. Every configuration's records are compared with the local executor's (one stream) at the
+same round size and ``pipeline_rounds`` (plain simulated backend: the server model changes no text). A second test measures snapshots of 10^5..10^7-experience stores: size,
 ``snapshot()`` time and distribution to W workers through Ray's object store.
 
     python -m pytest benchmarks/test_scaling.py -s -p no:cacheprovider
 
 Environment: ``TOE_SCALE_WORKERS`` (default ``1,2,4,8,16,32``), ``TOE_SCALE_TASKS``
-(``game24-tot,game24-toe,finance,prophet-arena``), ``TOE_SCALE_PER_WORKER`` (4),
+(``game24-tot,game24-toe,finance,prophet-arena``), ``TOE_SCALE_PER_WORKER`` (2 for Game of 24, 4
+for finance), ``TOE_SCALE_STREAMS`` (``streams_per_worker``: 2 for Game of 24, 4 for finance, 1
+for Prophet Arena),
 ``TOE_SCALE_ROUNDS`` (2), ``TOE_SCALE_PIPELINE`` (1 for Game of 24; finance and Prophet Arena
 set their own), ``TOE_SCALE_TIME`` (the engine's ``time_scale``, 1.0), ``TOE_SCALE_STORES``
 (``100000,1000000,10000000``), ``TOE_PA_DATA`` (the Prophet Arena CSV folder).
@@ -51,7 +58,12 @@ from engine.executor import LocalExecutor  # noqa: E402
 
 WORKERS = [int(x) for x in os.environ.get("TOE_SCALE_WORKERS", "1,2,4,8,16,32").split(",")]
 TASKS = os.environ.get("TOE_SCALE_TASKS", "game24-tot,game24-toe,finance,prophet-arena").split(",")
-PER_WORKER = int(os.environ.get("TOE_SCALE_PER_WORKER", 4))
+PER_WORKER = {"game24": 2, "finance": 4}
+if os.environ.get("TOE_SCALE_PER_WORKER"):
+    PER_WORKER = dict.fromkeys(PER_WORKER, int(os.environ["TOE_SCALE_PER_WORKER"]))
+STREAMS = {"game24": 2, "finance": 4, "prophet-arena": 1}
+if os.environ.get("TOE_SCALE_STREAMS"):
+    STREAMS = dict.fromkeys(STREAMS, int(os.environ["TOE_SCALE_STREAMS"]))
 ROUNDS = int(os.environ.get("TOE_SCALE_ROUNDS", 2))
 PIPELINE = int(os.environ.get("TOE_SCALE_PIPELINE", 1))
 TIME_SCALE = float(os.environ.get("TOE_SCALE_TIME", 1.0))
@@ -82,17 +94,17 @@ def plan(task: str, w: int):
     """``(workload with server model, the same without, round size, pipeline_rounds)`` for ``w`` workers."""
     if task.startswith("game24"):
         method = "tot" if task == "game24-tot" else "toe"
-        size = PER_WORKER * w
+        size = PER_WORKER["game24"] * w
         n = size * ROUNDS
         return W.game24(method, SERVER, n), W.game24(method, None, n), size, PIPELINE
-    if task == "finance":
-        per_round = math.ceil(PER_WORKER * w / 8)
-        days = ROUNDS * per_round + 2  # the evaluation keeps days whose every horizon is known
+    if task == "finance":  # rounds of 4 W episodes (half a trading day at W = 1): the same load per worker
+        size = PER_WORKER["finance"] * w
+        days = math.ceil(ROUNDS * size / 8) + 2  # the evaluation keeps days whose every horizon is known
         wl = W.finance("Pipe+ToE", SERVER, days)
-        wl.episodes = wl.episodes[:ROUNDS * per_round * 8]
+        wl.episodes = wl.episodes[:ROUNDS * size]
         ref = W.finance("Pipe+ToE", None, days)
         ref.episodes = ref.episodes[:len(wl.episodes)]
-        return wl, ref, per_round * 8, 0
+        return wl, ref, size, 0
     if task == "prophet-arena":
         wl, ref = W.prophet_arena("memrl", SERVER), W.prophet_arena("memrl", None)
         n = min(len(wl.episodes), max(2 * w, 8))
@@ -111,8 +123,10 @@ def measure(task: str, w: int) -> dict:
     from cluster.ray_executor import RayExecutor
 
     wl, ref, size, pipeline = plan(task, w)
+    streams = STREAMS[task.split("-")[0] if task.startswith("game24") else task]
     want = LocalExecutor(pipeline_rounds=pipeline).run(ref.method(), ref.episodes, ref.llm_factory, size)
-    ex = RayExecutor(workers=w, num_cpus_per_worker=0, pipeline_rounds=pipeline, startup_timeout_s=600)
+    ex = RayExecutor(workers=w, num_cpus_per_worker=0, pipeline_rounds=pipeline, startup_timeout_s=600,
+                     streams_per_worker=streams)
     mem0 = _mem_available_gib()
     try:
         ex.run(wl.method(), wl.episodes[:size * (pipeline + 1)], wl.llm_factory, size)  # start-up, JIT, caches
@@ -129,13 +143,17 @@ def measure(task: str, w: int) -> dict:
     util = [s["work_s"] / wall for s in servers]
     busy = [s["busy_s"] / wall for s in servers]
     return {"task": task, "workers": w, "episodes": len(wl.episodes), "round_size": size,
-            "pipeline_rounds": pipeline, "wall_s": wall, "episodes_per_s": len(wl.episodes) / wall,
+            "pipeline_rounds": pipeline, "streams_per_worker": streams,
+            "wall_s": wall, "episodes_per_s": len(wl.episodes) / wall,
             "utilization_mean": float(np.mean(util)), "utilization_min": float(np.min(util)),
             "busy_mean": float(np.mean(busy)), "busy_min": float(np.min(busy)),
             "seqs_per_call": sum(s["sequences"] for s in servers) / max(1, sum(s["calls"] for s in servers)),
+            "work_per_busy": float(np.mean([s["work_s"] / s["busy_s"] for s in servers if s["busy_s"] > 0])),
+            "max_concurrent_calls": max(s.get("max_concurrent_calls", 1) for s in servers),
             "barrier_s": st["barrier_apply_s"] + st["store_apply_s"], "round_overhead_s": st["round_overhead_s"],
             "round_s": st["round_s"], "rounds": st["rounds"],
             "worker_cpu_s": sum(x["cpu_s"] for x in st["workers"]),
+            "worker_cores": sum(x["cpu_s"] for x in st["workers"]) / wall,  # cores the workers used together
             "load_average": load, "mem_available_gib": mem1, "workers_mem_gib": mem0 - mem1,
             "identical_to_local": True}
 
@@ -150,7 +168,8 @@ def test_scaling(ray_cluster):
             rows.append(row)
             print(json.dumps(row), flush=True)
     RESULTS.mkdir(exist_ok=True)
-    meta = {"simulated": True, "server": SERVER, "per_worker": PER_WORKER, "rounds": ROUNDS,
+    meta = {"simulated": True, "server": SERVER, "per_worker": PER_WORKER, "streams_per_worker": STREAMS,
+            "rounds": ROUNDS,
             "game24_pipeline_rounds": PIPELINE, "cores": os.cpu_count(),
             "command": "python -m pytest benchmarks/test_scaling.py -s -p no:cacheprovider"}
     old = json.loads((RESULTS / "scaling.json").read_text()) if (RESULTS / "scaling.json").exists() else {}
@@ -163,15 +182,20 @@ def test_scaling(ray_cluster):
 
 
 def table(rows) -> str:
-    lines = ["| task | workers | round size | pipeline | episodes/s | efficiency | engine util mean (min) | "
-             "engine busy mean (min) | seqs/call | barrier s | round overhead s | load avg | mem avail GiB |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | --- | --- | ---: | ---: | ---: | ---: | ---: |"]
+    lines = ["| task | workers | round size | pipeline | streams | episodes/s | efficiency | engine util mean (min) | "
+             "engine busy mean (min) | work/busy | seqs/call | calls at once | barrier s | round overhead s | "
+             "worker cores | load avg | mem avail GiB |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | "
+             "---: | ---: |"]
     for r in rows:
         lines.append(f"| {r['task']} | {r['workers']} | {r['round_size']} | {r['pipeline_rounds']} | "
+                     f"{r.get('streams_per_worker', 1)} | "
                      f"{r['episodes_per_s']:.2f} | {r['efficiency']:.2f} | {r['utilization_mean']:.2f} "
                      f"({r['utilization_min']:.2f}) | {r['busy_mean']:.2f} ({r['busy_min']:.2f}) | "
-                     f"{r['seqs_per_call']:.1f} | {r['barrier_s']:.3f} | {r['round_overhead_s']:.3f} | "
-                     f"{r['load_average']:.1f} | {r['mem_available_gib']:.1f} |")
+                     f"{r.get('work_per_busy', float('nan')):.2f} | {r['seqs_per_call']:.1f} | "
+                     f"{r.get('max_concurrent_calls', 1)} | {r['barrier_s']:.3f} | {r['round_overhead_s']:.3f} | "
+                     f"{r.get('worker_cores', float('nan')):.2f} | {r['load_average']:.1f} | "
+                     f"{r['mem_available_gib']:.1f} |")
     return "\n".join(lines)
 
 

@@ -74,6 +74,8 @@ class RayExecutor(RoundLoop):
             (an LLM engine load included) before failing with the resources asked for.
         pipeline_rounds: rounds in flight beyond the one collected (:class:`engine.executor.RoundLoop`):
             a worker done with its share of round k starts on round k+1 while the others finish.
+        streams_per_worker: concurrent streams each worker cuts its share into
+            (:func:`engine.executor.run_streams`): several calls in flight on the worker's LLM, the same results.
     """
 
     name = "ray"
@@ -82,9 +84,10 @@ class RayExecutor(RoundLoop):
                  num_gpus_per_worker: float = 0.0, store_shards: int = 1, chunks_per_worker: int = 1,
                  max_restarts: int = 2, max_attempts: int = 3, init_kwargs: dict | None = None,
                  checkpoint_every: int = 1, startup_timeout_s: float = 900.0, tensor_parallel_size: int = 1,
-                 stats_path=None, pipeline_rounds: int = 0):
+                 stats_path=None, pipeline_rounds: int = 0, streams_per_worker: int = 1):
         super().__init__(checkpoint_every, stats_path, pipeline_rounds)
         for key, value, low in (("workers", workers, 1), ("store_shards", store_shards, 1),
+                                ("streams_per_worker", streams_per_worker, 1),
                                 ("chunks_per_worker", chunks_per_worker, 1), ("max_restarts", max_restarts, 0),
                                 ("max_attempts", max_attempts, 1), ("tensor_parallel_size", tensor_parallel_size, 1)):
             if not isinstance(value, int) or isinstance(value, bool) or value < low:
@@ -93,6 +96,7 @@ class RayExecutor(RoundLoop):
             raise ConfigError(f"worker resources must be >= 0, got num_cpus_per_worker={num_cpus_per_worker}, "
                               f"num_gpus_per_worker={num_gpus_per_worker}")
         self.n_workers = workers
+        self.streams_per_worker = streams_per_worker
         self.address = address
         self.num_cpus_per_worker = num_cpus_per_worker
         self.num_gpus_per_worker = num_gpus_per_worker
@@ -109,6 +113,7 @@ class RayExecutor(RoundLoop):
         self.stores: list = []  # StoreOwner handles, kept across runs
         self._active_stores: list = []
         self._llm_factory = None
+        self._streams = None
 
     # -- Ray lifecycle ---------------------------------------------------------------------------
     def _ensure_ray(self) -> None:
@@ -196,12 +201,13 @@ class RayExecutor(RoundLoop):
         loaded = [s.load.remote(None if shards == 1 else k, part,
                                 None if cursor is None else str(cursor.state_dir(None if shards == 1 else k)))
                   for k, (s, part) in enumerate(zip(self._active_stores, parts))]
-        if self.workers and self._llm_factory != llm_factory:
+        if self.workers and (self._llm_factory, self._streams) != (llm_factory, self.streams_per_worker):
             self._kill(self.workers)
             self.workers = []
         if not self.workers:
-            self.workers = [self._worker_cls(i).remote(i, llm_factory) for i in range(self.n_workers)]
-            self._llm_factory = llm_factory
+            self.workers = [self._worker_cls(i).remote(i, llm_factory, self.streams_per_worker)
+                            for i in range(self.n_workers)]
+            self._llm_factory, self._streams = llm_factory, self.streams_per_worker
         self._method_ref = ray.put(method)  # put once per run, fetched once by each worker
         ready, pending = ray.wait(loaded + [w.pid.remote() for w in self.workers],
                                   num_returns=len(loaded) + len(self.workers), timeout=self.startup_timeout_s)
@@ -332,3 +338,4 @@ class RayExecutor(RoundLoop):
         self.stats["store_shards"] = self.store_shards
         self.stats["startup_s"] = getattr(self, "_startup_s", 0.0)
         self.stats["retried_chunks"] = sum(w["retried_chunks"] for w in self.stats["workers"])
+        self.stats["streams_per_worker"] = self.streams_per_worker

@@ -29,17 +29,23 @@ import ray
 import ray.util
 
 from engine.errors import BackendError
-from engine.executor import server_books
+from engine.executor import check_streams, run_streams, server_books, stream_pool
 from engine.llm.base import MeteredBackend
 from engine.rounds import Episode, EpisodeResult
 
 
 class EpisodeWorker:
-    """One worker: one LLM backend for its lifetime, and the method of the current run."""
+    """One worker: one LLM backend for its lifetime, and the method of the current run.
 
-    def __init__(self, index: int, llm_factory: Callable[[], Any]):
+    ``streams`` > 1: each share runs as that many concurrent streams (:func:`engine.executor.run_streams`).
+    """
+
+    def __init__(self, index: int, llm_factory: Callable[[], Any], streams: int = 1):
         self.index = index
         self.llm = MeteredBackend(llm_factory())  # built once: a vLLM engine takes minutes to load
+        check_streams(self.llm, streams)
+        self.streams = streams
+        self._pool = stream_pool(streams)
         self.method = None
         self._method_key = None
 
@@ -61,7 +67,7 @@ class EpisodeWorker:
             snapshot = snapshot_parts[0]
         else:
             snapshot = self.method.merge_snapshots(snapshot_parts)
-        results = self.method.run_episodes(snapshot, list(episodes), self.llm)
+        results = run_streams(self.method, snapshot, list(episodes), self.llm, self.streams, self._pool)
         stats = {"worker": self.index, "episodes": len(episodes), "busy_s": time.perf_counter() - t0,
                  "cpu_s": time.process_time() - c0, "llm_calls": self.llm.meter.total.calls - calls0,
                  "pid": os.getpid(), "started_at": started, "ended_at": time.time()}

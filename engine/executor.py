@@ -350,21 +350,133 @@ def books_since(now: Mapping[str, Any] | None, start: Mapping[str, Any] | None) 
         return None
     if start is None:
         return dict(now)
-    keep = ("peak_tokens_per_s", "max_num_seqs", "time_scale", "max_in_flight")
+    keep = ("peak_tokens_per_s", "max_num_seqs", "time_scale", "max_in_flight", "max_concurrent_calls")
     return {k: (v if k in keep or not isinstance(v, (int, float)) else v - start.get(k, 0)) for k, v in now.items()}
 
 
+def backends_of(llm) -> list:
+    """``llm`` and every backend it wraps (through ``.backend``, or a replay's ``.inner``), outermost first."""
+    chain, seen = [], 0
+    while llm is not None and seen < 8 and hasattr(llm, "generate"):
+        chain.append(llm)
+        inner = getattr(llm, "backend", None)
+        llm = inner if hasattr(inner, "generate") else getattr(llm, "inner", None)
+        seen += 1
+    return chain
+
+
+def check_streams(llm, streams: int) -> None:
+    """Refuse ``streams > 1`` over a backend that must not be called from several threads at once.
+
+    A backend says so with ``concurrent_calls = False`` (the in-process ``vllm.LLM``: its
+    ``generate`` drives one engine loop and is not re-entrant). Serving the model with
+    ``vllm serve`` and ``llm.backend = "openai"`` takes concurrent calls (vLLM's async engine).
+    """
+    if streams <= 1:
+        return
+    for b in backends_of(llm):
+        if getattr(b, "concurrent_calls", True) is False:
+            raise ConfigError(
+                f"cluster.streams_per_worker={streams} needs an LLM backend that takes calls from several threads; "
+                f"{getattr(b, 'name', type(b).__name__)!r} does not (its generate() is not re-entrant). Set "
+                f"cluster.streams_per_worker = 1, or serve the model (vllm serve) and use llm.backend = \"openai\"")
+
+
+def merge_usage(into, meter) -> None:
+    """Add a :class:`~engine.llm.base.UsageMeter`'s counts to ``into`` (totals and per episode)."""
+    from engine.llm.base import Usage
+
+    def add(dst, src):
+        dst.calls += src.calls
+        dst.samples += src.samples
+        dst.prompt_tokens += src.prompt_tokens
+        dst.completion_tokens += src.completion_tokens
+        dst.latency_s += src.latency_s
+
+    add(into.total, meter.total)
+    for key, u in meter.per_episode.items():
+        add(into.per_episode.setdefault(key, Usage()), u)
+
+
+def stream_bounds(n: int, streams: int) -> np.ndarray:
+    """Cut ``n`` episodes into ``min(streams, n)`` contiguous streams (sizes differ by at most one)."""
+    k = max(1, min(streams, n))
+    return np.linspace(0, n, k + 1).round().astype(int)
+
+
+def run_streams(method: Method, snapshot: Snapshot, episodes: Sequence[Episode], llm: MeteredBackend,
+                streams: int = 1, pool=None) -> list[EpisodeResult]:
+    """A worker's share of a round, as ``streams`` independent streams running concurrently.
+
+    ``streams = 1`` is ``method.run_episodes(snapshot, episodes, llm)``. Otherwise the share is cut
+    into contiguous streams (:func:`stream_bounds`); each runs ``run_episodes`` on its episodes in
+    its own thread, lockstepping only its own episodes, so a stream's next call reaches the LLM as
+    soon as that stream is ready instead of after the slowest episode of the whole share (the
+    backend must take calls from several threads: :func:`check_streams`). Results are gathered in
+    stream order, i.e. episode order: an episode's result depends only on the snapshot, the
+    episode and its seed (:mod:`engine.rounds`), so they equal the one-stream run's for any
+    ``streams``. Each stream meters its calls on its own :class:`MeteredBackend` over ``llm``'s
+    backend; the counts are added to ``llm.meter`` afterwards, so usage is exact. ``pool``: a
+    ``ThreadPoolExecutor`` with at least ``streams`` threads (kept by the worker), else one is
+    made for the call.
+    """
+    episodes = list(episodes)
+    bounds = stream_bounds(len(episodes), streams)
+    if len(bounds) <= 2:
+        return method.run_episodes(snapshot, episodes, llm)
+    inner = llm.backend if isinstance(llm, MeteredBackend) else llm
+    meters = [MeteredBackend(inner) for _ in range(len(bounds) - 1)]
+    own = pool is None
+    if own:
+        from concurrent.futures import ThreadPoolExecutor
+
+        pool = ThreadPoolExecutor(len(meters), thread_name_prefix="stream")
+    try:
+        futures = [pool.submit(method.run_episodes, snapshot, episodes[a:b], m)
+                   for m, a, b in zip(meters, bounds[:-1], bounds[1:])]
+        errors = [f.exception() for f in futures]  # waits for every stream before raising any error
+    finally:
+        if own:
+            pool.shutdown(wait=True)
+    for exc in errors:
+        if exc is not None:
+            raise exc
+    out: list[EpisodeResult] = []
+    for f, m in zip(futures, meters):
+        out.extend(f.result())
+        if isinstance(llm, MeteredBackend):
+            merge_usage(llm.meter, m.meter)
+    return out
+
+
+def stream_pool(streams: int):
+    """The thread pool a worker keeps for its streams (None for one stream)."""
+    if streams <= 1:
+        return None
+    from concurrent.futures import ThreadPoolExecutor
+
+    return ThreadPoolExecutor(streams, thread_name_prefix="stream")
+
+
 class LocalExecutor(RoundLoop):
-    """Runs every round in this process with one LLM backend (the embedded default)."""
+    """Runs every round in this process with one LLM backend (the embedded default).
+
+    ``streams_per_worker = S`` runs each round as S concurrent streams (:func:`run_streams`):
+    the same results, several calls in flight on the backend.
+    """
 
     name = "local"
 
-    def __init__(self, checkpoint_every: int = 1, stats_path: str | Path | None = None, pipeline_rounds: int = 0):
+    def __init__(self, checkpoint_every: int = 1, stats_path: str | Path | None = None, pipeline_rounds: int = 0,
+                 streams_per_worker: int = 1):
         super().__init__(checkpoint_every, stats_path, pipeline_rounds)
+        self.streams_per_worker = _check_streams_setting(streams_per_worker)
 
     def _start(self, method, llm_factory, cursor):
         self._method = method
         self._llm = MeteredBackend(llm_factory())
+        check_streams(self._llm, self.streams_per_worker)
+        self._pool = stream_pool(self.streams_per_worker)
         self._episodes = 0
         self._busy = 0.0
         self._cpu = 0.0
@@ -387,7 +499,7 @@ class LocalExecutor(RoundLoop):
 
     def _run_on(self, snap, batch, progress):
         t0, c0 = time.perf_counter(), time.process_time()
-        out = self._method.run_episodes(snap, batch, self._llm)
+        out = run_streams(self._method, snap, batch, self._llm, self.streams_per_worker, self._pool)
         dt = time.perf_counter() - t0
         self._round_compute = dt
         self._busy += dt
@@ -404,6 +516,9 @@ class LocalExecutor(RoundLoop):
 
     def _finish(self, method, ok):
         self._method = None
+        pool, self._pool = getattr(self, "_pool", None), None
+        if pool is not None:
+            pool.shutdown(wait=True)
 
     def _worker_stats(self):
         if not hasattr(self, "_llm"):
@@ -411,10 +526,21 @@ class LocalExecutor(RoundLoop):
         return [worker_stats("local-0", self._episodes, self._busy, self._llm.meter.total.calls, 0, self._cpu,
                              server_books(self._llm))]
 
+    def _record_stats(self, timing, wall, first, n_results, finished=False):
+        super()._record_stats(timing, wall, first, n_results, finished)
+        self.stats["streams_per_worker"] = self.streams_per_worker
+
+
+def _check_streams_setting(streams: int) -> int:
+    if not isinstance(streams, int) or isinstance(streams, bool) or streams < 1:
+        raise ConfigError(f"streams_per_worker must be an integer >= 1, got {streams!r}")
+    return streams
+
 
 @dataclass(frozen=True)
 class ClusterConfig:
-    """``[cluster]``: how the Ray executor places its actors (the local executor reads only checkpoint_every).
+    """``[cluster]``: how the Ray executor places its actors (the local executor reads only checkpoint_every,
+    pipeline_rounds and streams_per_worker).
 
     On a GPU cluster serving the model with vLLM in-process: ``num_gpus_per_worker = 1``
     (one engine per GPU), or ``tensor_parallel_size = T`` for an engine spanning T GPUs
@@ -431,11 +557,13 @@ class ClusterConfig:
     checkpoint_every: int = 1
     startup_timeout_s: float = 900.0
     pipeline_rounds: int = 0  # rounds in flight beyond the one collected (RoundLoop); changes results
+    streams_per_worker: int = 1  # concurrent streams a worker cuts its share into (run_streams); same results
 
     def __post_init__(self):
         check(self.num_cpus_per_worker >= 0, f"cluster.num_cpus_per_worker must be >= 0, got {self.num_cpus_per_worker}")
         check(self.num_gpus_per_worker >= 0, f"cluster.num_gpus_per_worker must be >= 0, got {self.num_gpus_per_worker}")
-        for key in ("tensor_parallel_size", "store_shards", "chunks_per_worker", "max_attempts", "checkpoint_every"):
+        for key in ("tensor_parallel_size", "store_shards", "chunks_per_worker", "max_attempts", "checkpoint_every",
+                    "streams_per_worker"):
             check(getattr(self, key) >= 1, f"cluster.{key} must be >= 1, got {getattr(self, key)}")
         check(self.max_restarts >= 0, f"cluster.max_restarts must be >= 0, got {self.max_restarts}")
         check(self.pipeline_rounds >= 0, f"cluster.pipeline_rounds must be >= 0, got {self.pipeline_rounds}")
@@ -563,11 +691,13 @@ def executor_factory(name: str) -> Callable[..., RoundLoop]:
 def local_executor(workers: int = 1, address: str | None = None, *, checkpoint_every: int = 1,
                    stats_path=None, pipeline_rounds: int = 0, **cluster_settings) -> LocalExecutor:
     """The ``local`` executor's factory: one worker in this process; ``[cluster]`` placement keys are ignored."""
+    streams = cluster_settings.pop("streams_per_worker", 1)
     if workers != 1:
         raise ConfigError(f"the local executor runs one worker; got --workers {workers} (use --executor ray)")
     if address:
         raise ConfigError("--address is a Ray cluster address; it needs --executor ray")
-    return LocalExecutor(checkpoint_every=checkpoint_every, stats_path=stats_path, pipeline_rounds=pipeline_rounds)
+    return LocalExecutor(checkpoint_every=checkpoint_every, stats_path=stats_path, pipeline_rounds=pipeline_rounds,
+                         streams_per_worker=streams)
 
 
 register_executor("local", local_executor)

@@ -7,7 +7,8 @@ tokens, utilization). 32 of them fit on a 2-core machine, so the executor can be
 studied at cluster scale (``benchmarks/test_scaling.py``, docs/cluster.md).
 
 **The timing model (continuous batching, one engine).** A call's requests enter a
-first-come-first-served queue; each request is ``n`` sequences sharing one prompt.
+first-come-first-served queue shared by every call in flight on the engine (calls from
+several threads, a worker's streams, fill one batch); each request is ``n`` sequences sharing one prompt.
 At every scheduling point the engine admits waiting sequences while fewer than
 ``max_num_seqs`` are in flight (vLLM's ``max_num_seqs``); a request's prompt is
 prefilled once when its first sequence is admitted, at ``prefill_tokens_per_s``
@@ -20,8 +21,10 @@ in flight gains one token per decode step, and a step with ``b`` sequences takes
 rate of one sequence, ``1 / t_step(b)``, falls as concurrency rises while the
 engine's rate, ``b / t_step(b)``, rises towards ``max_num_seqs / t_step(max_num_seqs)``,
 the peak. A sequence leaves when it has its completion tokens (at least one); the
-call returns when its last sequence leaves. Calls of one backend are served one
-after the other (a worker sends its next call when the last one returned).
+call returns when its last sequence leaves. A call that arrives while others are in
+flight queues its sequences behind theirs; they are admitted at the first decode-step
+boundary after the arrival with a free slot (vLLM's engine adds requests between
+steps). One call at a time is exactly :func:`plan_call`.
 
 **Utilization.** ``work_s`` is the time the engine would need for what it served if
 every decode step ran a full batch: ``decode tokens / peak decode rate + prompt
@@ -54,8 +57,10 @@ constant in ``[llm.server_model]`` (0 keeps the reference's value).
 
 from __future__ import annotations
 
+import math
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass, replace
 from typing import Any, Protocol, Sequence
 
@@ -216,7 +221,11 @@ class Clock(Protocol):
 
 
 class RealClock:
-    """Wall clock: ``time.perf_counter`` and ``time.sleep`` (tests pass a fake one that advances on sleep)."""
+    """Wall clock: ``time.perf_counter``; waits on the engine's condition (woken when another call arrives).
+
+    Tests pass a fake clock with ``now`` and ``sleep`` only (advancing on sleep): the backend then
+    sleeps on it while holding the engine, which is exact for calls from one thread.
+    """
 
     def now(self) -> float:
         return time.perf_counter()
@@ -225,6 +234,139 @@ class RealClock:
         if seconds > 0:
             time.sleep(seconds)
 
+    def wait(self, cond: threading.Condition, seconds: float) -> None:
+        if seconds > 0:
+            cond.wait(seconds)
+
+
+class _Call:
+    """One ``generate`` call on the engine: its sequences still decoding and its requests' finish times."""
+
+    __slots__ = ("arrived", "left", "finish", "started", "prompt_tokens", "pending")
+
+    def __init__(self, arrived: float, prompt_tokens: Sequence[int], decode_tokens: Sequence[Sequence[int]]):
+        self.arrived = arrived
+        self.left = [len(seqs) for seqs in decode_tokens]  # sequences of each request not finished
+        self.finish = [0.0] * len(decode_tokens)  # engine seconds from arrival
+        self.started = [False] * len(decode_tokens)  # prefilled
+        self.prompt_tokens = [int(p) for p in prompt_tokens]
+        self.pending = len(decode_tokens)  # requests not finished
+
+
+class _EngineState:
+    """The continuous-batching engine as a discrete-event simulation in engine seconds (unscaled).
+
+    Shared by every call in flight on the backend: sequences of all calls queue first come first
+    served, so calls from several threads (a worker's streams) fill one batch, as vLLM's async
+    engine takes requests whenever they come. A call's sequences join the queue at its arrival
+    time; a waiting sequence is admitted at the first decode-step boundary at or after its arrival
+    with a free slot. With one call at a time this is exactly :func:`plan_call`.
+    """
+
+    def __init__(self, profile: ServerProfile):
+        self.profile = profile
+        self.t = 0.0  # engine time simulated so far (a step boundary)
+        self.waiting: deque = deque()  # [call, request, tokens, ready_at] in arrival order
+        self.running: list[list] = []  # [call, request, tokens still to decode]
+        self.books = {"busy_s": 0.0, "prefill_s": 0.0, "decode_tokens": 0, "max_in_flight": 0}
+
+    def copy(self) -> "_EngineState":
+        """A copy to project the future on (calls are shared: their finish times are kept aside)."""
+        out = _EngineState.__new__(_EngineState)
+        out.profile, out.t = self.profile, self.t
+        out.waiting = deque(list(w) for w in self.waiting)
+        out.running = [list(r) for r in self.running]
+        out.books = dict(self.books)
+        return out
+
+    def add(self, call: _Call, decode_tokens: Sequence[Sequence[int]]) -> None:
+        for r, seqs in enumerate(decode_tokens):
+            for d in seqs:
+                self.waiting.append([call, r, max(1, int(d)), call.arrived])
+
+    def _next(self, started: dict | None) -> tuple[str, float, Any] | None:
+        """The next event from ``t``: ``(kind, end, arg)``; None when the engine has nothing to do."""
+        prof = self.profile
+        room = len(self.running) < prof.max_num_seqs
+        if room and self.waiting and self.waiting[0][3] <= self.t:
+            call, r = self.waiting[0][0], self.waiting[0][1]
+            done = started.get((id(call), r), call.started[r]) if started is not None else call.started[r]
+            if not done:  # one prefill per request, shared by its n sequences (prefix reuse)
+                return "prefill", self.t + call.prompt_tokens[r] / prof.prefill_tokens_per_s, None
+            return "admit", self.t, None
+        if self.running:
+            step = prof.step_s(len(self.running))
+            n = min(s[2] for s in self.running)
+            if room and self.waiting:  # an arrival joins at the first step boundary after it
+                n = min(n, max(1, math.ceil((self.waiting[0][3] - self.t) / step - 1e-9)))
+            return "decode", self.t + n * step, n
+        if self.waiting:  # idle until the next arrival
+            return "idle", self.waiting[0][3], None
+        return None
+
+    def _do(self, kind: str, end: float, arg, started: dict | None, finished: dict | None) -> None:
+        b = self.books
+        if kind == "prefill" or kind == "admit":
+            call, r, d, _ = self.waiting.popleft()
+            if kind == "prefill":
+                b["busy_s"] += end - self.t
+                b["prefill_s"] += end - self.t
+                if started is None:
+                    call.started[r] = True
+                else:
+                    started[(id(call), r)] = True
+            self.running.append([call, r, d])
+            b["max_in_flight"] = max(b["max_in_flight"], len(self.running))
+        elif kind == "decode":
+            b["busy_s"] += end - self.t
+            b["decode_tokens"] += arg * len(self.running)
+            still = []
+            for s in self.running:
+                s[2] -= arg
+                if s[2] > 0:
+                    still.append(s)
+                    continue
+                call, r = s[0], s[1]
+                if finished is None:
+                    call.left[r] -= 1
+                    if call.left[r] == 0:
+                        call.finish[r] = end - call.arrived
+                        call.pending -= 1
+                else:
+                    key = (id(call), r)
+                    finished[key] = finished.get(key, call.left[r]) - 1
+            self.running = still
+        self.t = end
+
+    def advance(self, now: float) -> None:
+        """Simulate every event that ends at or before engine time ``now``."""
+        while True:
+            ev = self._next(None)
+            if ev is None:
+                self.t = max(self.t, now)
+                return
+            if ev[1] > now + 1e-9:  # 1 ns: the clock's rounding
+                return
+            self._do(*ev, None, None)
+
+    def projected_end(self, call: _Call) -> float:
+        """When ``call`` finishes if no other call arrives (engine seconds), on a copy of the state."""
+        sim = self.copy()
+        started: dict = {}
+        finished: dict = {}
+        left = {r for r in range(len(call.left)) if call.left[r] > 0}
+        last = sim.t
+        while left:
+            ev = sim._next(started)
+            if ev is None:  # pragma: no cover - a pending call always has sequences queued or running
+                raise AssertionError("the engine ran out of work before a pending call finished")
+            sim._do(*ev, started, finished)
+            for r in list(left):
+                if finished.get((id(call), r)) == 0:
+                    left.discard(r)
+                    last = sim.t
+        return last
+
 
 class ServerModelBackend:
     """Answers with ``inner``'s texts, sleeping as long as the modelled engine would have taken.
@@ -232,6 +374,10 @@ class ServerModelBackend:
     ``backend`` is the inner backend, so labels (``answered_by``) and capabilities
     (``answers_any_prompt``) are the inner's: a server model over the simulated policy is
     labelled simulated. :meth:`server_stats` gives the engine's books.
+
+    Safe to call from several threads (a worker's streams, ``[cluster] streams_per_worker``):
+    the calls in flight share the engine's batch (:class:`_EngineState`); a caller waits on a
+    condition, not holding the engine, and is woken when its call is done or another arrives.
     """
 
     name = "server_model"
@@ -246,49 +392,79 @@ class ServerModelBackend:
         self.profile = profile
         self.time_scale = float(time_scale)
         self.clock = clock or RealClock()
-        self._lock = threading.Lock()  # one engine: calls are served one after the other
-        self._books = {"calls": 0, "requests": 0, "sequences": 0, "prompt_tokens": 0, "decode_tokens": 0,
-                       "busy_s": 0.0, "work_s": 0.0, "prefill_s": 0.0, "max_in_flight": 0}
-        self._first_call_at: float | None = None
-        self._last_end_at: float | None = None
+        self._cond = threading.Condition()  # guards the engine state and the books
+        self._engine = _EngineState(profile)
+        self._epoch: float | None = None  # clock reading at engine time 0 (the first call)
+        self._books = {"calls": 0, "requests": 0, "sequences": 0, "prompt_tokens": 0, "max_concurrent_calls": 0}
+        self._in_flight = 0
+
+    def _engine_now(self) -> float:
+        return (self.clock.now() - self._epoch) / self.time_scale
 
     def generate(self, requests: Sequence[Request]) -> list[Response]:
         requests = list(requests)
         if not requests:
             return []
-        responses = self.backend.generate(requests)
+        responses = self.backend.generate(requests)  # outside the engine: the inner backend's CPU time
         if len(responses) != len(requests):
             raise AssertionError(f"{self.backend.name} returned {len(responses)} responses for "
                                  f"{len(requests)} requests")
-        plan = plan_call(self.profile, [r.prompt_tokens for r in responses],
-                         [[c.completion_tokens for c in r.completions] for r in responses])
-        scale = self.time_scale
-        with self._lock:
-            start = self.clock.now()
-            self.clock.sleep(plan.duration_s * scale)
-            end = self.clock.now()
+        prompt = [r.prompt_tokens for r in responses]
+        decode = [[c.completion_tokens for c in r.completions] for r in responses]
+        for r, seqs in enumerate(decode):
+            if not seqs:
+                raise AssertionError(f"request {r} has no sequence")
+        wait = getattr(self.clock, "wait", None)
+        with self._cond:
+            if self._epoch is None:
+                self._epoch = self.clock.now()
+            engine = self._engine
+            now = self._engine_now()
+            engine.advance(now)
+            call = _Call(now, prompt, decode)
+            engine.add(call, decode)
             b = self._books
             b["calls"] += 1
             b["requests"] += len(requests)
-            b["sequences"] += sum(len(r.completions) for r in responses)
-            b["prompt_tokens"] += plan.prompt_tokens
-            b["decode_tokens"] += plan.decode_tokens
-            b["busy_s"] += plan.duration_s * scale
-            b["prefill_s"] += plan.prefill_s * scale
-            b["work_s"] += scale * (plan.decode_tokens / self.profile.peak_tokens_per_s + plan.prefill_s)
-            b["max_in_flight"] = max(b["max_in_flight"], plan.max_in_flight)
-            if self._first_call_at is None:
-                self._first_call_at = start
-            self._last_end_at = end
-        return [replace(resp, latency_s=f * scale) for resp, f in zip(responses, plan.finish_s)]
+            b["sequences"] += sum(len(s) for s in decode)
+            b["prompt_tokens"] += sum(int(p) for p in prompt)
+            self._in_flight += 1
+            b["max_concurrent_calls"] = max(b["max_concurrent_calls"], self._in_flight)
+            self._cond.notify_all()  # the others' projected ends move: they re-project
+            try:
+                while True:
+                    engine.advance(self._engine_now())
+                    if call.pending == 0:
+                        break
+                    seconds = (engine.projected_end(call) - self._engine_now()) * self.time_scale
+                    if wait is not None:
+                        wait(self._cond, seconds)
+                    else:  # a clock without wait (tests): sleep holding the engine
+                        self.clock.sleep(max(seconds, 0.0))
+            finally:
+                self._in_flight -= 1
+            self._cond.notify_all()  # a departure frees slots: the others re-project
+        return [replace(resp, latency_s=f * self.time_scale) for resp, f in zip(responses, call.finish)]
 
     def server_stats(self) -> dict[str, Any]:
-        """The engine's books so far: calls, requests, sequences, tokens, ``busy_s``, ``work_s``, peak rate."""
-        with self._lock:
+        """The engine's books so far: calls, requests, sequences, tokens, ``busy_s``, ``work_s``, peak rate.
+
+        Seconds are clock seconds (engine seconds x ``time_scale``).
+        """
+        scale = self.time_scale
+        with self._cond:
+            if self._epoch is not None:
+                self._engine.advance(self._engine_now())
             out = dict(self._books)
-        out["peak_tokens_per_s"] = self.profile.peak_tokens_per_s / self.time_scale
+            eb = dict(self._engine.books)
+        out["decode_tokens"] = eb["decode_tokens"]
+        out["max_in_flight"] = eb["max_in_flight"]
+        out["busy_s"] = eb["busy_s"] * scale
+        out["prefill_s"] = eb["prefill_s"] * scale
+        out["work_s"] = scale * (eb["decode_tokens"] / self.profile.peak_tokens_per_s + eb["prefill_s"])
+        out["peak_tokens_per_s"] = self.profile.peak_tokens_per_s / scale
         out["max_num_seqs"] = self.profile.max_num_seqs
-        out["time_scale"] = self.time_scale
+        out["time_scale"] = scale
         return out
 
     def utilization(self, wall_s: float) -> float:

@@ -23,6 +23,7 @@ class VLLMBackend:
     """``name = "vllm"``; ``llm`` is the ``vllm.LLM`` engine (built once)."""
 
     name = "vllm"
+    concurrent_calls = False  # LLM.generate drives one engine loop, not re-entrant: one stream per worker
 
     def __init__(
         self,
