@@ -42,8 +42,7 @@ STREAM_NAMES = {"Pipe+Mem0": "Pipe+Mem0 (arrays store)",
                 "Pipe+ToE": "Pipe+ToE (round loop, ExperienceStore + FeedbackLedger)"}
 
 
-@pytest.fixture(scope="module")
-def setup():
+def _setup():
     # the reference's retrieval and merging: every one of the k1 candidates is shown (no leaf threshold,
     # toe.lam = -1) and factors are not merged, so both sides send the same prompts (checked below)
     cfg = FinanceConfig()
@@ -51,6 +50,11 @@ def setup():
     market = build_market(cfg)
     days = evaluation_days(market, cfg)[:DAYS]
     return cfg, market, days, embedder_from_table(None)
+
+
+@pytest.fixture(scope="module")
+def setup():
+    return _setup()
 
 
 def _report(name: str) -> None:
@@ -106,19 +110,7 @@ def test_side_by_side_interleaved(setup):
     """Pipe+ToE, round loop vs day-by-day reference, alternated 5 times (load drifts hit both alike)."""
     import time
 
-    cfg, market, days, emb = setup
-    n = market.n_industries
-
-    def old():
-        method = reference.PipeToE(StreamContext(market, cfg.protocol, cfg.sampling, 0, emb), cfg.toe, "formula", 9)
-        llm = simulated_backend(0)
-        for d in days.tolist():
-            method.step(d, llm)
-
-    def new():
-        method = build_method("Pipe+ToE", StreamContext(market, cfg.protocol, cfg.sampling, 0, emb), days, cfg, 9)
-        LocalExecutor().run(method, stream_episodes(days, n, 0), lambda: simulated_backend(0), round_size=n)
-
+    old, new = _passes(*setup)
     old(), new()  # warm-up
     times = {"old": [], "new": []}
     cpu = {"old": [], "new": []}  # process CPU time: what load from other jobs on the machine does not inflate
@@ -143,13 +135,8 @@ def test_side_by_side_interleaved(setup):
         note="SIMULATED finance policy; Pipe+ToE round loop (new) against the day-by-day reference (old)")
 
 
-def _workload(which: str):
-    """One pass over the DAYS days of Pipe+ToE: the round loop (``new``) or the day-by-day reference (``old``)."""
-    cfg = FinanceConfig()
-    cfg = replace(cfg, toe=replace(cfg.toe, lam=-1.0, merge_factors=False))
-    market = build_market(cfg)
-    days = evaluation_days(market, cfg)[:DAYS]
-    emb = embedder_from_table(None)
+def _passes(cfg, market, days, emb):
+    """One pass over ``days`` of Pipe+ToE each: the day-by-day reference (``old``) and the round loop (``new``)."""
     n = market.n_industries
 
     def old():
@@ -162,6 +149,12 @@ def _workload(which: str):
         method = build_method("Pipe+ToE", StreamContext(market, cfg.protocol, cfg.sampling, 0, emb), days, cfg, 9)
         LocalExecutor().run(method, stream_episodes(days, n, 0), lambda: simulated_backend(0), round_size=n)
 
+    return old, new
+
+
+def _workload(which: str):
+    """The benchmark's setup (the fixture's, built outside pytest for the callgrind child) and one side's pass."""
+    old, new = _passes(*_setup())
     return old if which == "old" else new
 
 

@@ -11,21 +11,7 @@ from engine.llm.server_model import (
     REFERENCES, ServerModelBackend, ServerModelParams, ServerProfile, find_server, plan_call,
 )
 
-# 10 ms per step + 1 ms per sequence; 1000 prompt tokens/s; 2 slots
-TOY = ServerProfile(decode_step_s=0.010, decode_step_per_seq_s=0.001, prefill_tokens_per_s=1000.0, max_num_seqs=2)
-
-
-class FakeClock:
-    def __init__(self):
-        self.t = 100.0
-        self.slept = []
-
-    def now(self):
-        return self.t
-
-    def sleep(self, s):
-        self.slept.append(s)
-        self.t += s
+from server_fakes import TOY, FakeClock  # noqa: E402  (tests/engine/llm/server_fakes.py)
 
 
 class FixedBackend:

@@ -8,21 +8,7 @@ import pytest
 from engine.llm.base import Completion, Request, Response
 from engine.llm.server_model import ServerModelBackend, ServerProfile, _Call, _EngineState, plan_call
 
-# 10 ms per step + 1 ms per sequence; 1000 prompt tokens/s; 2 slots (as in test_server_model.py)
-TOY = ServerProfile(decode_step_s=0.010, decode_step_per_seq_s=0.001, prefill_tokens_per_s=1000.0, max_num_seqs=2)
-
-
-class FakeClock:
-    def __init__(self):
-        self.t = 5.0
-        self.slept = []
-
-    def now(self):
-        return self.t
-
-    def sleep(self, s):
-        self.slept.append(s)
-        self.t += s
+from server_fakes import TOY, FakeClock  # noqa: E402  (tests/engine/llm/server_fakes.py)
 
 
 class Fixed:
@@ -42,7 +28,7 @@ def test_one_call_at_a_time_is_exactly_plan_call(seed):
     n = int(rng.integers(1, 7))
     tokens = [[int(x) for x in rng.integers(0, 30, size=int(rng.integers(1, 4)))] for _ in range(n)]
     prompts = [int(x) for x in rng.integers(0, 200, size=n)]
-    clock = FakeClock()
+    clock = FakeClock(5.0)
     server = ServerModelBackend(Fixed(tokens, prompts), TOY, clock=clock)
     out = server.generate([Request(prompt=str(i), n=len(tokens[i])) for i in range(n)])
     plan = plan_call(TOY, prompts, tokens)
