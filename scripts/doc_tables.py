@@ -68,6 +68,8 @@ RUNS = {
     "prophet-arena-smollm2": (".venv/bin/toe run configs/prophet-arena.toml --set 'data.categories=[]' "
                               "--set 'run.methods=[\"no_information\",\"foredreamer\"]' --set run.max_questions=1 "
                               "--set llm.threads=1 --out runs/pa-smollm2"),
+    "game24-smollm2": (".venv/bin/toe run configs/game24-local.toml --set protocol.test_limit=5 --set llm.threads=1 "
+                       "--out runs/g24-smollm2"),
     "futurex": (".venv/bin/toe run configs/futurex.toml --set llm.backend=simulated --set run.max_questions=0 "
                 "--set 'run.methods=[\"foredreamer\",\"full_text\",\"rag\",\"mem0\",\"memrl\",\"reme\",\"flex\"]' "
                 "--out runs/futurex"),
@@ -292,6 +294,7 @@ TABLES: dict[str, tuple[str, str, Callable[[dict], list[str]]]] = {
     "forecast-baselines-table": ("docs/forecast_baselines.md", "forecast-baselines", forecast_brier_accuracy),
     "futurex-table": ("docs/futurex.md", "futurex", futurex_accuracy),
     "prophet-smollm2-table": ("README.md", "prophet-arena-smollm2", forecast_real_model),
+    "game24-smollm2-table": ("README.md", "game24-smollm2", game24_short),
 }
 # the benchmarks' tables: the source is "bench:<topic>" (benchmarks/results/<topic>.json; "bench:*" every topic)
 TABLES.update({name: (doc, f"bench:{topic}", render) for name, (doc, topic, render) in bench.TABLES.items()})
