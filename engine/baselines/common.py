@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
@@ -46,6 +45,7 @@ import numpy as np
 
 from engine.errors import InputError
 from engine.llm.base import answers_any_prompt
+from engine.llm.structured import first_json_value
 
 EXTRACTION_MODES = ("auto", "llm", "rule")
 
@@ -179,28 +179,10 @@ def zscore(x: np.ndarray) -> np.ndarray:
 
 # --- parsing LLM output --------------------------------------------------------------------
 
-_FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL)
-
-
 def parse_json(text: str) -> Any | None:
-    """The first JSON value in ``text`` (inside a ```json fence or bare), or None."""
-    if not text:
-        return None
-    candidates = [m.group(1) for m in _FENCE.finditer(text)] + [text]
-    for cand in candidates:
-        cand = cand.strip()
-        try:
-            return json.loads(cand)
-        except (json.JSONDecodeError, ValueError):
-            pass
-        for open_, close in (("[", "]"), ("{", "}")):
-            i, j = cand.find(open_), cand.rfind(close)
-            if 0 <= i < j:
-                try:
-                    return json.loads(cand[i : j + 1])
-                except (json.JSONDecodeError, ValueError):
-                    continue
-    return None
+    """The first JSON value in ``text`` (inside a ```json fence or bare), or None; an array is tried before an
+    object (:func:`engine.llm.structured.first_json_value`)."""
+    return first_json_value(text, objects_first=False)
 
 
 def derive_seed(*parts: object) -> int:

@@ -34,6 +34,7 @@ off single kinds (:data:`KINDS`). :class:`ConstraintSwitch` applies both, in fro
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, replace
 from functools import cached_property, lru_cache
 from typing import Any, Sequence
@@ -243,3 +244,29 @@ class ConstraintSwitch:
 
     def __getattr__(self, item):  # base_url, meter, ... of the wrapped backend
         return getattr(self.backend, item)
+
+
+_FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL)
+
+
+def first_json_value(text: str, objects_first: bool = True) -> Any | None:
+    """The first JSON value in ``text``: a ```json fence's content, else the text; whole, else its outermost
+    ``{...}`` or ``[...]`` span (objects first unless ``objects_first`` is False); None when nothing parses.
+    The tolerant reading every parser of an unconstrained (or cut) answer starts from."""
+    if not text:
+        return None
+    spans = (("{", "}"), ("[", "]")) if objects_first else (("[", "]"), ("{", "}"))
+    for cand in [m.group(1) for m in _FENCE.finditer(text)] + [text]:
+        cand = cand.strip()
+        try:
+            return json.loads(cand)
+        except (json.JSONDecodeError, ValueError):
+            pass
+        for open_, close in spans:
+            i, j = cand.find(open_), cand.rfind(close)
+            if 0 <= i < j:
+                try:
+                    return json.loads(cand[i: j + 1])
+                except (json.JSONDecodeError, ValueError):
+                    continue
+    return None

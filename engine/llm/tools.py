@@ -29,15 +29,13 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from engine.errors import InputError
 from engine.llm.base import Request
-from engine.llm.structured import Constraint
+from engine.llm.structured import Constraint, first_json_value
 
-_FENCE = re.compile(r"```(?:json)?\s*\n?([\s\S]*?)```")
 
 TOOL_BLOCK = """# Tools
 
@@ -237,23 +235,6 @@ def tool_request(messages: Sequence[Mapping], tools: Sequence[Mapping], tool_cho
                    constraint=tool_constraint(tools, tool_choice), **sampling)
 
 
-def _first_json(text: str) -> Any | None:
-    for cand in [m.group(1) for m in _FENCE.finditer(text or "")] + [text or ""]:
-        cand = cand.strip()
-        try:
-            return json.loads(cand)
-        except (json.JSONDecodeError, ValueError):
-            pass
-        for open_, close in (("{", "}"), ("[", "]")):
-            i, j = cand.find(open_), cand.rfind(close)
-            if 0 <= i < j:
-                try:
-                    return json.loads(cand[i: j + 1])
-                except (json.JSONDecodeError, ValueError):
-                    continue
-    return None
-
-
 def parse_tool_calls(text: str, tools: Sequence[Mapping], tool_choice=None,
                      stats: ToolStats | None = None) -> tuple[str, list[ToolCall]]:
     """``(content, calls)`` read from an answer to :func:`tool_request` (tolerant; see the module docstring)."""
@@ -261,7 +242,7 @@ def parse_tool_calls(text: str, tools: Sequence[Mapping], tool_choice=None,
     _, allowed = _choice(tool_choice, list(specs))
     stats = stats if stats is not None else ToolStats()
     stats.answers += 1
-    data = _first_json(text)
+    data = first_json_value(text)
     if isinstance(data, Mapping) and "tool_calls" not in data and ("name" in data or "function" in data):
         data = {"content": "", "tool_calls": [data]}  # one call alone
     if isinstance(data, list):
