@@ -42,7 +42,7 @@ class EpisodeWorker:
 
     def __init__(self, index: int, llm_factory: Callable[[], Any], streams: int = 1):
         self.index = index
-        self.llm = MeteredBackend(llm_factory())  # built once: a vLLM engine takes minutes to load
+        self.llm = MeteredBackend(llm_factory(), by_episode=False)  # built once (a vLLM engine loads for minutes); totals
         check_streams(self.llm, streams)
         self.streams = streams
         self._pool = stream_pool(streams)

@@ -425,7 +425,8 @@ def run_streams(method: Method, snapshot: Snapshot, episodes: Sequence[Episode],
     if len(bounds) <= 2:
         return method.run_episodes(snapshot, episodes, llm)
     inner = llm.backend if isinstance(llm, MeteredBackend) else llm
-    meters = [MeteredBackend(inner) for _ in range(len(bounds) - 1)]
+    by_episode = llm.meter.by_episode if isinstance(llm, MeteredBackend) else True
+    meters = [MeteredBackend(inner, by_episode) for _ in range(len(bounds) - 1)]
     own = pool is None
     if own:
         from concurrent.futures import ThreadPoolExecutor
@@ -474,7 +475,7 @@ class LocalExecutor(RoundLoop):
 
     def _start(self, method, llm_factory, cursor):
         self._method = method
-        self._llm = MeteredBackend(llm_factory())
+        self._llm = MeteredBackend(llm_factory(), by_episode=False)  # the worker's totals; methods meter episodes
         check_streams(self._llm, self.streams_per_worker)
         self._pool = stream_pool(self.streams_per_worker)
         self._episodes = 0

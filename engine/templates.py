@@ -169,13 +169,44 @@ class PromptSet:
             tmpl = _environment().from_string(self.sources[prompt])
             got = self._compiled[prompt] = (tmpl, dict(tmpl.globals))
         tmpl, base = got
-        # Template.render(**values), without flattening the globals' ChainMap on every call: the context
-        # gets the same variables (the template's globals, then the values) and the same globals
-        ctx = tmpl.new_context({**base, **values}, shared=True)
+        # Template.render(**values), without walking the globals' ChainMap on every call: the context gets
+        # the same variables (the template's globals, then the values) and the same global names
+        env = tmpl.environment
+        ctx = env.context_class(env, {**base, **values}, tmpl.name, tmpl.blocks, globals=base)
         try:
             return "".join(tmpl.root_render_func(ctx))
         except Exception:
             tmpl.environment.handle_exception()
+
+    def render_pair(self, prompt: str, blank: tuple[str, ...], **values: Any) -> tuple[str, str]:
+        """``(render(prompt, **values), render(prompt, **values with every name in blank set to ""))``.
+
+        A prompt whose blanked names are used only in top-level ``{% if name %}...{% endif %}`` sections
+        (no ``else``, no assignment inside; :func:`_sections`) is rendered once, with each such section
+        marked, and the blanked text is the render with the marked sections cut: the same text as a
+        second render. Any other template, or values that could hold a marker, is rendered twice.
+        """
+        key = ("pair", prompt, blank)
+        marked = self._compiled.get(key)
+        if marked is None:
+            self.render(prompt, **values)  # compiles (and checks) the prompt
+            marked = self._compiled[key] = _sections(self.sources[prompt], blank) or False
+        if marked is False or not all(isinstance(v, str) and _BEGIN not in v and _END not in v for v in values.values()):
+            return self.render(prompt, **values), self.render(prompt, **{**values, **dict.fromkeys(blank, "")})
+        tmpl = marked
+        env = tmpl.environment
+        ctx = env.context_class(env, {**self._compiled[prompt][1], **values}, tmpl.name, tmpl.blocks,
+                                globals=self._compiled[prompt][1])
+        try:
+            text = "".join(tmpl.root_render_func(ctx))
+        except Exception:
+            tmpl.environment.handle_exception()
+        parts = text.split(_BEGIN)
+        kept = [parts[0]]
+        for part in parts[1:]:
+            _, rest = part.split(_END, 1)
+            kept.append(rest)
+        return text.replace(_BEGIN, "").replace(_END, ""), "".join(kept)
 
     def __getstate__(self):  # compiled Jinja templates do not pickle; workers recompile
         return {"name": self.name, "sources": dict(self.sources), "path": self.path, "custom": self.custom}
@@ -184,6 +215,36 @@ class PromptSet:
         for k, v in state.items():
             object.__setattr__(self, k, v)
         object.__setattr__(self, "_compiled", {})
+
+
+_BEGIN, _END = "\x1e\x1ftoe-section\x1f", "\x1f\x1etoe-section-end\x1e"  # a section's bounds in a marked render
+_SIDE_EFFECTS = ("Assign", "AssignBlock", "Macro", "CallBlock", "Block", "Include", "Import", "FromImport", "Extends",
+                 "ExprStmt", "Scope", "OverlayScope", "With")
+
+
+def _sections(source: str, blank: tuple[str, ...]):
+    """The template with each top-level ``{% if name %}`` section of a blanked name marked (:data:`_BEGIN`,
+    :data:`_END`), or None when blanking those names could change text outside such sections."""
+    from jinja2 import nodes
+
+    env = _environment()
+    tree = env.parse(source)
+    found = False
+    for node in tree.body:
+        own = (isinstance(node, nodes.If) and isinstance(node.test, nodes.Name) and node.test.name in blank
+               and not node.elif_ and not node.else_)
+        if own:
+            if any(node.find_all(tuple(getattr(nodes, n) for n in _SIDE_EFFECTS))):
+                return None  # a section that sets a variable (or includes) could change what follows it
+            node.body = [nodes.Output([nodes.TemplateData(_BEGIN)], lineno=node.lineno), *node.body,
+                         nodes.Output([nodes.TemplateData(_END)], lineno=node.lineno)]
+            found = True
+        elif any(n.name in blank for n in node.find_all(nodes.Name)):
+            return None  # a blanked name read outside its own section
+    if not found:
+        return None
+    tree.set_environment(env)
+    return env.from_string(tree)
 
 
 def load(name: str, path: str | Path = "") -> PromptSet:

@@ -54,6 +54,7 @@ class StreamContext:
         self.embedder = embedder
         self.horizons = tuple(market.horizons)
         self._retained, self.dropped = retained_news(market, protocol)
+        self._dates = [str(d) for d in market.dates]  # every prompt and record names a day: formatted once
 
     def retained(self, industry: int, day: int) -> list[int]:
         """News indices for ``industry`` on ``day``: published in [day - window, day], importance >= threshold."""
@@ -68,7 +69,7 @@ class StreamContext:
                        seed=self.seed, episode=episode, constraint=constraint)
 
     def date(self, day: int) -> str:
-        return str(self.market.dates[day])
+        return self._dates[day]
 
     def news_lines(self, ks: Sequence[int]) -> list[P.NewsLine]:
         nw = self.market.news
@@ -185,8 +186,9 @@ class FinanceMethod:
         j, day, i = episode.payload
         backend, model = getattr(llm, "answered_by", ("", ""))
         rec = {"day": int(j), "date": self.ctx.date(day), "industry": int(i),
-               "s": [float(x) for x in s], "backend": backend, "model": model}
-        rec.update({k: int(stats.get(k, 0)) for k in STAT_KEYS})
+               "s": np.asarray(s, np.float64).tolist(), "backend": backend, "model": model}
+        for k in STAT_KEYS:
+            rec[k] = int(stats[k]) if k in stats else 0
         return rec
 
     @staticmethod
@@ -209,11 +211,10 @@ class FinanceMethod:
         for i in industries:
             exps, mems = extra(i)
             args = (ctx.market.industries[i], ctx.date(day), ctx.horizons, ctx.news_lines(ctx.retained(i, day)))
-            bare = P.predict_prompt(*args)
             if not (exps or mems):  # no experience block: nothing to fit or count
-                reqs.append(ctx.request(bare, f"{self.name}:{day}:{i}", S.finance_predict(ctx.horizons)))
+                reqs.append(ctx.request(P.predict_prompt(*args), f"{self.name}:{day}:{i}", S.finance_predict(ctx.horizons)))
                 continue
-            prompt = P.predict_prompt(*args, exps, mems)
+            prompt, bare = P.predict_prompts(*args, exps, mems)
             if fits:  # fit the context window: the memories go first, then the experiences
                 limit = room(llm, count(bare), ctx.sampling.max_tokens)
                 if count(prompt) - count(bare) > limit:
@@ -232,7 +233,7 @@ class FinanceMethod:
                 stats[i]["parse_failures"] += 1
                 out[i] = np.zeros(len(ctx.horizons))
             else:
-                out[i] = np.broadcast_to(np.asarray(pred.sentiment, dtype=np.float64), (len(ctx.horizons),)).copy()
+                out[i] = np.full(len(ctx.horizons), pred.sentiment, dtype=np.float64)  # a scalar or one per horizon
         return out
 
     def _nan(self) -> np.ndarray:

@@ -90,17 +90,35 @@ def _news_block(news: tuple[NewsLine, ...]) -> str:
                      for k, n in enumerate(news, 1))
 
 
-def predict_prompt(industry: str, date: str, horizons: Sequence[int], news: Sequence[NewsLine],
-                   experiences: Sequence[ExperienceLine] = (), memories: Sequence[str] = ()) -> str:
-    """The shared prediction prompt (ToE eq. (6)); experience-free when both lists are empty."""
-    news_lines = _news_block(tuple(news))
+@lru_cache(maxsize=16)
+def _horizon_texts(horizons: tuple[int, ...]) -> tuple[str, str]:
+    return ", ".join(str(h) for h in horizons), ", ".join(f'"{h}": <s>' for h in horizons)
+
+
+def _predict_values(industry: str, date: str, horizons: Sequence[int], news: Sequence[NewsLine],
+                    experiences: Sequence[ExperienceLine], memories: Sequence[str]) -> dict[str, str]:
     exp_lines = "\n".join(
         f"[news {e.news}] {e.path[0]} > {e.path[1]} > {e.path[2]} | reliability "
         + ", ".join(f"{h}d={q:.2f}" for h, q in zip(horizons, e.reliability))
         for e in experiences)
-    return _render("predict", industry=industry, date=date, horizons=", ".join(str(h) for h in horizons),
-                   news=news_lines, experiences=exp_lines, memories="\n".join(f"- {m}" for m in memories),
-                   sentiment_example=", ".join(f'"{h}": <s>' for h in horizons))
+    hs, example = _horizon_texts(tuple(horizons))
+    return dict(industry=industry, date=date, horizons=hs, news=_news_block(tuple(news)), experiences=exp_lines,
+                memories="\n".join(f"- {m}" for m in memories), sentiment_example=example)
+
+
+def predict_prompt(industry: str, date: str, horizons: Sequence[int], news: Sequence[NewsLine],
+                   experiences: Sequence[ExperienceLine] = (), memories: Sequence[str] = ()) -> str:
+    """The shared prediction prompt (ToE eq. (6)); experience-free when both lists are empty."""
+    return _render("predict", **_predict_values(industry, date, horizons, news, experiences, memories))
+
+
+def predict_prompts(industry: str, date: str, horizons: Sequence[int], news: Sequence[NewsLine],
+                    experiences: Sequence[ExperienceLine], memories: Sequence[str]) -> tuple[str, str]:
+    """``(predict_prompt(... experiences, memories), predict_prompt(...))``: the prompt and its experience-free
+    text (what the memory budget counts the experience block against), rendered once where the template allows
+    (:meth:`engine.templates.PromptSet.render_pair`)."""
+    values = _predict_values(industry, date, horizons, news, experiences, memories)
+    return templates.active(TEMPLATE_SET).render_pair("predict", ("experiences", "memories"), **values)
 
 
 def sentiment_prompt(industry: str, title: str, content: str) -> str:

@@ -115,13 +115,15 @@ class Usage:
 
 @dataclass
 class UsageMeter:
-    """Totals plus a per-episode breakdown keyed by ``Request.episode``."""
+    """Totals plus a per-episode breakdown keyed by ``Request.episode`` (``by_episode = False``: totals only,
+    for a meter whose breakdown nobody reads, such as an executor's worker meter)."""
 
     total: Usage = field(default_factory=Usage)
     per_episode: dict[str, Usage] = field(default_factory=dict)
+    by_episode: bool = True
 
     def record(self, requests: Sequence[Request], responses: Sequence[Response]) -> None:
-        total, per = self.total, self.per_episode
+        total, per, by_episode = self.total, self.per_episode, self.by_episode
         for req, resp in zip(requests, responses):
             comps = resp.completions  # each field read once: the same sums as Usage.add, per response
             n, pt, lat = len(comps), resp.prompt_tokens, resp.latency_s
@@ -131,7 +133,7 @@ class UsageMeter:
             total.prompt_tokens += pt
             total.completion_tokens += ct
             total.latency_s += lat
-            if req.episode is not None:
+            if by_episode and req.episode is not None:
                 u = per.get(req.episode)
                 if u is None:
                     u = per[req.episode] = Usage()
@@ -176,12 +178,12 @@ def answers_any_prompt(backend) -> bool:
 class MeteredBackend:
     """Wraps any backend and counts its usage; behaves as the backend it wraps."""
 
-    def __init__(self, backend: LLMBackend):
+    def __init__(self, backend: LLMBackend, by_episode: bool = True):
         self.backend = backend
         self.name = backend.name
         self.model = backend.model
         self.answered_by = answered_by(backend)  # (backend, model) for labels; a replay's recorded backend
-        self.meter = UsageMeter()
+        self.meter = UsageMeter(by_episode=by_episode)  # by_episode=False: totals only (see UsageMeter)
 
     def generate(self, requests: Sequence[Request]) -> list[Response]:
         requests = list(requests)

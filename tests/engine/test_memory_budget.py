@@ -110,3 +110,21 @@ def test_game24_prompts_fit_the_context_window(tmp_path):
     t_free, t_tight = (d[d.method == "tot"] for d in (free, tight))
     assert (t_free.experience_tokens == 0).all()
     assert t_free.prompt_tokens.tolist() == t_tight.prompt_tokens.tolist()  # the task is never cut
+
+
+def test_the_line_cached_prompt_count_equals_the_plain_count():
+    """count_prompt_tokens sums cached per-line counts; the total must equal count_tokens on any text."""
+    import random
+
+    from engine.llm import tokens
+
+    rng = random.Random(7)
+    pieces = ["word", "x_1", "3.5", "--", "é", "\t", " ", "\n", "\r\n", "(a)", "{\"k\": 1}", "", "\u2028", "\x0c"]
+    tokens._LINES.clear(); tokens._held[0] = 0
+    for _ in range(300):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 40)))
+        assert tokens.count_prompt_tokens(text) == count_tokens(text), repr(text)
+    tokens._LINES.clear(); tokens._held[0] = 0
+    big = "\n".join(f"line {k}" for k in range(tokens._MAX_LINES + 10))  # more lines than the cache holds
+    assert tokens.count_prompt_tokens(big) == count_tokens(big)
+    assert tokens.count_prompt_tokens("a b\nc") == count_tokens("a b\nc") == 3

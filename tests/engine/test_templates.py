@@ -279,3 +279,59 @@ def test_config_parsing_checks_the_template_files(tmp_path):
     good = _write(tmp_path, "rerank = '''" + templates.load("finance").sources["rerank"] + "'''\n", "ok.toml")
     assert load_finance_config({"prompts": {"file": str(good)}}).prompts.file == str(good)
     assert templates.active("finance").path == ""  # parsing checks, it does not activate
+
+
+# --- render_pair: a prompt and its text with some placeholders blanked, in one render where it can --------
+
+_PAIR_VALUES = dict(industry="Banks", date="2024-01-02", horizons="5, 10", news="[1] (2024-01-02) rates up",
+                    experiences="[news 1] Banks > Rates > up | reliability 5d=1.10",
+                    memories="- a past call", sentiment_example='"5": <s>')
+
+
+def _custom_set(predict: str) -> templates.PromptSet:
+    shipped = templates.load("finance")
+    return templates.PromptSet("finance", {**shipped.sources, "predict": predict}, "custom.toml", ("predict",))
+
+
+@pytest.mark.parametrize("exps, mems", [("E", "M"), ("E", ""), ("", "M"), ("", "")])
+def test_render_pair_equals_two_renders_on_the_shipped_predict_prompt(exps, mems):
+    ps = templates.load("finance")
+    values = {**_PAIR_VALUES, "experiences": exps and _PAIR_VALUES["experiences"], "memories": mems and "- m"}
+    full, bare = ps.render_pair("predict", ("experiences", "memories"), **values)
+    assert full == ps.render("predict", **values)
+    assert bare == ps.render("predict", **{**values, "experiences": "", "memories": ""})
+    assert ps._compiled[("pair", "predict", ("experiences", "memories"))] is not False  # the one-render path
+    if exps:
+        assert len(bare) < len(full)
+
+
+@pytest.mark.parametrize("body", [
+    "{{ experiences | length }} {% if experiences %}X{{ experiences }}{% endif %}",  # read outside its section
+    "{% if experiences %}{% set n = 1 %}E{% endif %}{{ n | default(0) }}",  # a section that sets a variable
+    "{% if experiences %}E{% else %}none{% endif %}",  # an else branch prints when blanked
+])
+def test_render_pair_falls_back_to_two_renders_where_one_cannot_be_cut(body):
+    src = ("{{ industry }}{{ date }}{{ horizons }}{{ news }}{{ sentiment_example }}"
+           "{% if memories %}{{ memories }}{% endif %}" + body)
+    ps = _custom_set(src)
+    full, bare = ps.render_pair("predict", ("experiences", "memories"), **_PAIR_VALUES)
+    assert full == ps.render("predict", **_PAIR_VALUES)
+    assert bare == ps.render("predict", **{**_PAIR_VALUES, "experiences": "", "memories": ""})
+    assert ps._compiled[("pair", "predict", ("experiences", "memories"))] is False
+
+
+def test_render_pair_with_a_marker_in_a_value_renders_twice():
+    ps = templates.load("finance")
+    values = {**_PAIR_VALUES, "news": "odd " + templates._BEGIN + " text"}
+    full, bare = ps.render_pair("predict", ("experiences", "memories"), **values)
+    assert full == ps.render("predict", **values)
+    assert bare == ps.render("predict", **{**values, "experiences": "", "memories": ""})
+
+
+def test_the_finance_prompt_pair_matches_the_prompt_functions():
+    from engine.finance import prompts as P
+
+    news = [P.NewsLine("2024-01-02", 9.0, "Rates up", "Central bank raises rates.")]
+    exps = [P.ExperienceLine(1, ("Banks", "Rates", "Higher margins"), (1.1, 0.9))]
+    args = ("Banks", "2024-01-02", (5, 10), news)
+    assert P.predict_prompts(*args, exps, ["- m"]) == (P.predict_prompt(*args, exps, ["- m"]), P.predict_prompt(*args))
