@@ -42,6 +42,9 @@ How the library is wired here (no network, no API key, no telemetry):
   (the round contract of engine/rounds.py); an add in apply that would have built
   a different prompt (an earlier episode of the same round changed the store) is
   counted in ``Mem0Memory.stale_prompts``.
+  The forecasting evidence layer (engine/forecast/evidence_memory.py) captures the
+  same way on the question's live store (``Mem0Memory.library_call``; one mechanism,
+  :func:`capture_add`) and sets the prompt's dates to the question's cutoff (:func:`dated`).
 * retrieval reads the snapshot (memory ids, texts and vectors exported from
   the library with ``get_all``): cosine top candidates, then mem0's own
   ``score_and_rank`` with its default ``threshold`` 0.1 and ``top_k``. With no
@@ -59,6 +62,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import shutil
 import tempfile
 import threading
@@ -110,7 +114,6 @@ class Mem0Config:
 
     top_k: int = 5
     threshold: float = 0.1  # mem0 Memory.search default
-    existing_k: int = 10  # existing memories in the extraction prompt (the library's top_k=10; forecast's own prompt)
     agent_id: str = "toe-baseline"
     extraction: str = "auto"  # "auto" | "llm" | "rule"
     max_tokens: int = 2000  # mem0 BaseLlmConfig defaults, what the library's own providers send
@@ -121,7 +124,6 @@ class Mem0Config:
     def __post_init__(self):
         check(self.top_k >= 1, f"mem0.top_k must be >= 1, got {self.top_k}")
         check(0.0 <= self.threshold <= 1.0, f"mem0.threshold must be in [0, 1], got {self.threshold}")
-        check(self.existing_k >= 0, f"mem0.existing_k must be >= 0, got {self.existing_k}")
         check(bool(self.agent_id.strip()), "mem0.agent_id must be a non-empty string")
         check(self.extraction in ("auto", "llm", "rule"), f"mem0.extraction must be auto, llm or rule, got {self.extraction!r}")
         check(self.max_tokens >= 1, f"mem0.max_tokens must be >= 1, got {self.max_tokens}")
@@ -215,11 +217,70 @@ def _provider_classes():
 _PROVIDERS = None
 
 
+_DATE_LINE = re.compile(r"\d{4}-\d{2}-\d{2}")
+# generate_additive_extraction_prompt's date sections (mem0/configs/prompts.py): "## <name>\n<YYYY-MM-DD>"
+_DATE_SECTIONS = re.compile(r"(?m)^(## (?:Observation Date|Current Date)\n)\d{4}-\d{2}-\d{2}$")
+
+
 def prompt_digest(messages) -> str:
     """A digest of mem0's messages without its date lines (which change with the calendar day)."""
     text = "\x1f".join(f"{m.get('role')}:{m.get('content')}" for m in messages)
-    text = "\n".join(line for line in text.split("\n") if not line.startswith("20") or len(line) != 10)
+    text = "\n".join(line for line in text.split("\n") if not _DATE_LINE.fullmatch(line))
     return hashlib.blake2b(text.encode(), digest_size=12).hexdigest()
+
+
+def dated(messages: Sequence[dict], day: str) -> list[dict]:
+    """mem0's captured messages with the prompt's dates (``## Observation Date``, ``## Current Date``, both
+    today's by default: ``_resolve_dates``) set to ``day`` (``YYYY-MM-DD``); raises BackendError when the
+    library's prompt has no such sections (a mem0 version whose prompt differs)."""
+    if not _DATE_LINE.fullmatch(day):
+        raise InputError(f"mem0 prompt date must be YYYY-MM-DD, got {day!r}")
+    out, found = [], 0
+    for m in messages:
+        m = dict(m)
+        if m.get("role") == "user":
+            m["content"], n = _DATE_SECTIONS.subn(lambda g: g.group(1) + day, str(m.get("content", "")))
+            found += n
+        out.append(m)
+    if found != 2:
+        raise BackendError(f"mem0's extraction prompt has {found} date sections (## Observation Date, ## Current Date); expected 2")
+    return out
+
+
+def capture_add(memory, messages: Sequence[dict], agent_id: str) -> tuple[list[dict], dict | None]:
+    """The messages and response_format the library's own ``Memory.add(messages, agent_id=..., infer=True)``
+    sends its LLM on ``memory`` (an offline ``Memory`` from :func:`build_memory`).
+
+    ``EngineLLM`` in capture mode records the call and stops ``add`` there. ``_add_to_vector_store`` writes
+    nothing before its LLM call (it reads the session's last messages and searches the existing memories),
+    so ``memory`` is left as it was.
+    """
+    from mem0.exceptions import LLMError
+
+    llm = memory.llm
+    llm.mode, llm.captured = "capture", []
+    log = logging.getLogger("mem0.memory.main")
+    level, log.level = log.level, logging.CRITICAL  # the stop is ours: mem0 would log it as a failed extraction
+    try:
+        memory.add([dict(m) for m in messages], agent_id=agent_id, infer=True)
+    except (LLMError, _Captured):
+        pass
+    finally:
+        llm.mode = "replay"
+        log.setLevel(level)
+    captured, llm.captured = llm.captured, []
+    if len(captured) != 1:
+        raise BackendError(f"mem0's add() made {len(captured)} LLM calls for one add; expected 1")
+    return captured[0]
+
+
+def extraction_request(call: tuple[Sequence[dict], dict | None], cfg: "Mem0Config", *, seed: int, episode: str) -> Request:
+    """The engine request for a captured library call: its messages, the library's ``max_tokens``/``temperature``/
+    ``top_p`` (``BaseLlmConfig``), and JSON mode as the ``mem0_extraction`` constraint when mem0 asked for it."""
+    messages, fmt = call
+    json_mode = isinstance(fmt, dict) and fmt.get("type") in ("json_object", "json_schema")
+    return Request(messages=tuple(dict(m) for m in messages), max_tokens=cfg.max_tokens, temperature=cfg.temperature,
+                   top_p=cfg.top_p, seed=seed, episode=episode, constraint=MEM0_EXTRACTION if json_mode else None)
 
 
 def llm_config(cfg: Mem0Config):
@@ -488,6 +549,11 @@ class Mem0Memory:
         self._append_rows(added)
         self.version += 1
 
+    def library_call(self, messages: Sequence[dict]) -> tuple[list[dict], dict | None]:
+        """The messages and response_format mem0's own ``add(messages)`` sends its LLM on the live store, as it
+        holds every add so far (nothing is written; :func:`capture_add`)."""
+        return capture_add(self._live(), messages, self.config.agent_id)
+
     def search_live(self, query: str) -> list[Hit]:
         """``Memory.search`` on the live store (for checks; workers use :meth:`Mem0Reader.retrieve`)."""
         self.all_memories()
@@ -558,37 +624,19 @@ class Mem0Reader:
                          vectors=self.embedding)  # the snapshot's vectors: the texts' embeddings, not made again
         return self._scratch
 
-    def library_messages(self, outcome: Outcome) -> tuple[list[dict], dict | None]:
-        """The messages and response_format mem0's own ``add`` sends its LLM for ``outcome`` (nothing is written)."""
-        from mem0.exceptions import LLMError
+    def library_call(self, messages: Sequence[dict]) -> tuple[list[dict], dict | None]:
+        """The messages and response_format mem0's own ``add(messages)`` sends its LLM on the snapshot (nothing is written)."""
+        return capture_add(self._scratch_memory(), messages, self.config.agent_id)
 
-        scratch = self._scratch_memory()
-        scratch.llm.mode, scratch.llm.captured = "capture", []
-        log = logging.getLogger("mem0.memory.main")
-        level, log.level = log.level, logging.CRITICAL  # the stop is ours: mem0 would log it as a failed extraction
-        try:
-            scratch.add(conversation(outcome), agent_id=self.config.agent_id, infer=True)
-        except (LLMError, _Captured):
-            pass
-        finally:
-            scratch.llm.mode = "replay"
-            log.setLevel(level)
-        if len(scratch.llm.captured) != 1:
-            raise BackendError(f"mem0's add() made {len(scratch.llm.captured)} LLM calls for one episode; expected 1")
-        return scratch.llm.captured[0]
+    def library_messages(self, outcome: Outcome) -> tuple[list[dict], dict | None]:
+        """:meth:`library_call` for an episode's :func:`conversation`."""
+        return self.library_call(conversation(outcome))
 
     def requests(self, outcomes: Sequence[Outcome], mode: str) -> list[list[Request]]:
         if mode == "rule":
             return [[] for _ in outcomes]
-        cfg = self.config
-        out = []
-        for o in outcomes:
-            messages, fmt = self.library_messages(o)
-            json_mode = isinstance(fmt, dict) and fmt.get("type") in ("json_object", "json_schema")
-            out.append([Request(messages=tuple(messages), max_tokens=cfg.max_tokens, temperature=cfg.temperature, top_p=cfg.top_p,
-                                seed=derive_seed(o.seed, "mem0", "extract"), episode=o.key,
-                                constraint=MEM0_EXTRACTION if json_mode else None)])
-        return out
+        return [[extraction_request(self.library_messages(o), self.config, seed=derive_seed(o.seed, "mem0", "extract"), episode=o.key)]
+                for o in outcomes]
 
     def updates(self, outcomes: Sequence[Outcome], completions, mode: str, digests: Sequence[str] = ()) -> list[dict]:
         out = []

@@ -163,31 +163,29 @@ class EvidenceMemory:
         self.embedder = embedder
         self.written: list[SearchResult] = []
         self.sources: list[str] = []  # mem0 only: "llm" | "rule" | "rule-fallback" per write
+        self._mem0_calls: dict[tuple[str, ...], tuple] = {}  # mem0 only: captured library calls, this store version
+        self._mem0_calls_version = -1
 
     def mem0_request(self, query: str, hits: Sequence[SearchResult], cutoff: datetime, key: str, seed: int) -> Request:
-        """mem0's own additive extraction prompt for these items (system + user), as one request."""
-        from engine.baselines.common import cosine_scores, top_k
-        from engine.baselines.mem0 import import_mem0
+        """The request mem0's own ``Memory.add`` sends its LLM for these items, captured on the question's live
+        store (engine.baselines.mem0.capture_add): the library's system prompt, its user prompt with the
+        session's last messages (earlier writes for this question) and the existing memories by its own search,
+        JSON mode as the ``mem0_extraction`` constraint, the library's ``max_tokens``/``temperature``/``top_p``.
+        The prompt's dates are the question's cutoff, not today's (docs/forecast_baselines.md).
 
-        import_mem0()
-        from mem0.configs.prompts import ADDITIVE_EXTRACTION_PROMPT, AGENT_CONTEXT_SUFFIX, generate_additive_extraction_prompt
-        from mem0.memory.utils import parse_messages
+        One capture per distinct item list and store version: context fitting renders several prefixes of the
+        same list, and the batch sends the fitted one again.
+        """
+        from engine.baselines.mem0 import dated, extraction_request
 
         msgs = _mem0_messages(query, hits)
-        parsed = parse_messages(msgs)
-        snap = self.memory.snapshot()
-        existing = []
-        texts = [str(t) for t in snap["memory"].tolist()]
-        if texts and self.memory.config.existing_k:
-            sims = cosine_scores(np.asarray(snap["embedding"], np.float32), self.embedder.embed([parsed]))[0]
-            existing = [{"id": str(i), "text": texts[r]}
-                        for i, r in enumerate(top_k(sims.astype(np.float64), self.memory.config.existing_k))]
-        user = generate_additive_extraction_prompt(existing_memories=existing, new_messages=parsed, last_k_messages=[],
-                                                   current_date=cutoff.date().isoformat())
-        return Request(messages=({"role": "system", "content": ADDITIVE_EXTRACTION_PROMPT + AGENT_CONTEXT_SUFFIX},
-                                 {"role": "user", "content": user}),
-                       max_tokens=self.memory.config.max_tokens, temperature=self.memory.config.temperature,
-                       seed=seed, episode=key)
+        if self._mem0_calls_version != self.memory.version:  # an add changed the store: earlier captures are stale
+            self._mem0_calls, self._mem0_calls_version = {}, self.memory.version
+        sig = tuple(m["content"] for m in msgs)
+        if sig not in self._mem0_calls:
+            self._mem0_calls[sig] = self.memory.library_call(msgs)
+        messages, fmt = self._mem0_calls[sig]
+        return extraction_request((dated(messages, cutoff.date().isoformat()), fmt), self.memory.config, seed=seed, episode=key)
 
     def doc_job(self, query: str, hits: Sequence[SearchResult], mode: str, key: str, seed: int, when: datetime):
         """A document memory's ``add`` job for these items (one chunk = one text); see engine.baselines.docmem."""
@@ -197,8 +195,9 @@ class EvidenceMemory:
         extra = {"query": query} if self.kind == "memoryos" else {}
         return self.memory.add(chunks, mode=mode, key=key, seed=seed, when=when, **extra)
 
-    def write(self, query: str, hits: Sequence[SearchResult], completion: str | None = None) -> None:
-        """Write the items through the baseline's ``apply`` (mem0: the library's ``add`` replaying ``completion``)."""
+    def write(self, query: str, hits: Sequence[SearchResult], completion: str | None = None, digest: str | None = None) -> None:
+        """Write the items through the baseline's ``apply`` (mem0: the library's ``add`` replaying ``completion``;
+        ``digest``, the sent request's ``prompt_digest``, counts a replayed prompt that differs in ``stale_prompts``)."""
         if not hits:
             return
         per_hit = [evidence_chunks(h, self.cfg.chunk_chars) for h in hits]
@@ -215,6 +214,8 @@ class EvidenceMemory:
             update = {"role": str_array(m["role"] for m in msgs), "content": str_array(m["content"] for m in msgs),
                       "completion": str_array([text]), "source": str_array([source]),
                       "retrieved": np.zeros(0, np.int64)}
+            if digest is not None:
+                update["digest"] = str_array([digest])
             self.sources.append(source)
         elif self.kind == "memrl":
             update = {"used": np.zeros(0, np.int64), "reward": np.zeros(1, np.float64), "intent": str_array(chunks),
@@ -313,6 +314,7 @@ class EvidenceProcessor:
             self.dropped_by[ep.qid] = self.dropped_by.get(ep.qid, 0) + len(hits) - len(ok)
             kept.append((ep, query, ok))
         completions: list[str | None] = [None] * len(kept)
+        digests: list[str | None] = [None] * len(kept)  # mem0: the sent prompts, checked when add replays them
         if self.kind == "mem0" and resolve_extraction(self.cfg.extraction, self.llm) == "llm":
             kept = [(ep, q, self._fit_mem0(ep, q, hs, turn)) for ep, q, hs in kept]
             jobs = [(i, self.store(ep.qid).mem0_request(q, hs, ep.task.cutoff, ep.qid, derive_seed(ep.qid, turn, "mem0-evidence")))
@@ -326,8 +328,11 @@ class EvidenceProcessor:
                         f"by backend {getattr(self.llm, 'name', '?')!r}: {exc}. With a small-context model set "
                         f"[memory_baselines] extraction = \"rule\" or give the model a larger context (llm.context)"
                     ) from exc
-                for (i, _), resp in zip(jobs, resps):
+                from engine.baselines.mem0 import prompt_digest
+
+                for (i, req), resp in zip(jobs, resps):
                     completions[i] = resp.texts[0] if resp.completions else ""
+                    digests[i] = prompt_digest(req.messages)
         if self.kind in DOC_KINDS:  # each memory's add job; every step of all questions is ONE batched call
             from engine.baselines.docmem import drive, run_rule
 
@@ -341,10 +346,10 @@ class EvidenceProcessor:
                 for job in jobs:
                     run_rule(job)
         bodies = []
-        for (ep, query, hits), completion in zip(kept, completions):
+        for (ep, query, hits), completion, digest in zip(kept, completions, digests):
             store = self.store(ep.qid)
             if self.kind not in DOC_KINDS:
-                store.write(query, hits, completion)
+                store.write(query, hits, completion, digest)
             found = store.retrieve(query)
             body = store.format(found, self.context_chars)
             ep.evidence.append({"turn": turn, "query": query, "written": [h.doc_id for h in hits],

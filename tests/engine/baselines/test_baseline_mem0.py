@@ -204,3 +204,56 @@ def test_faiss_store_writes_nothing_to_disk(hashing):
 def test_vector_store_is_checked():
     with pytest.raises(ValueError, match="mem0.vector_store must be one of faiss, qdrant, got 'chroma'"):
         Mem0Config(vector_store="chroma")
+
+
+class RecordingLLM:
+    """A stand-in for a mem0 LLM provider: records what the library's add sends and answers with no memories."""
+
+    def __init__(self):
+        self.calls = []
+
+    def generate_response(self, messages, response_format=None, **kwargs):
+        self.calls.append(([dict(m) for m in messages], response_format))
+        return json.dumps({"memory": []})
+
+
+def test_captured_call_equals_the_library_own_add_and_changes_nothing(filled):
+    """One capture mechanism (engine.baselines.mem0.capture_add) for the live store and a snapshot's scratch
+    store; both equal what ``Memory.add`` sends a provider LLM, and neither store changes."""
+    from engine.baselines.mem0 import conversation
+
+    mem, _ = filled
+    msgs = [{"role": "user", "content": "Task: 3 3 8 8"}, {"role": "assistant", "content": "8 / (3 - 8 / 3) = 24\nResult: solved"}]
+    before = (mem._records(), mem._session())
+    live = mem.library_call(msgs)
+    assert (mem._records(), mem._session()) == before and mem.memory.llm.mode == "replay"
+    reader = mem.reader(mem.snapshot())
+    assert reader.library_call(msgs) == live  # the scratch store holds the same memories and session
+    o = outcome("3 3 8 8", ("8 / (3 - 8 / 3) = 24", True))
+    assert reader.library_messages(o) == reader.library_call(conversation(o))
+
+    reference = pickle.loads(pickle.dumps(mem))  # the same records and session in a second Memory
+    reference.memory.llm = RecordingLLM()
+    reference.memory.add(msgs, agent_id=mem.config.agent_id, infer=True)
+    ((messages, fmt),) = reference.memory.llm.calls
+    assert live == (messages, fmt) and fmt == {"type": "json_object"}
+    user = messages[1]["content"]
+    assert "## Last k Messages\nuser: Task: 1 2 3 4\n" in user  # the earlier adds' session messages
+    assert "For the task 4 9 10 13" in user.split("## Existing Memories\n", 1)[1].split("\n\n## ", 1)[0]
+
+
+def test_dated_replaces_the_prompt_dates_and_the_digest_ignores_them(filled):
+    from engine.baselines.mem0 import dated, prompt_digest
+    from engine.errors import BackendError, InputError
+
+    mem, _ = filled
+    messages, _ = mem.library_call([{"role": "user", "content": "Task: 2 3 4 6"}])
+    got = dated(messages, "2024-03-05")
+    assert got[0] == messages[0]  # the system prompt is untouched
+    assert got[1]["content"].endswith("## Observation Date\n2024-03-05\n\n## Current Date\n2024-03-05\n\n# Output:")
+    assert messages[1]["content"] != got[1]["content"] and prompt_digest(messages) == prompt_digest(got)
+    assert prompt_digest(got) != prompt_digest([got[0], {"role": "user", "content": got[1]["content"] + " "}])
+    with pytest.raises(InputError, match="mem0 prompt date must be YYYY-MM-DD, got '5 March'"):
+        dated(messages, "5 March")
+    with pytest.raises(BackendError, match="has 0 date sections"):
+        dated([{"role": "user", "content": "no dates here"}], "2024-03-05")

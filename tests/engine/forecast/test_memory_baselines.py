@@ -240,8 +240,9 @@ def test_mem0_llm_extraction_is_batched_and_replayed_through_the_library(questio
         assert f"EXT-{ep.qid}" in result and "Fact" not in result
 
 
-def test_mem0_unparseable_extraction_falls_back_to_rule(questions):
-    llm = _Mem0Scripted(lambda r: "no json here")
+@pytest.mark.parametrize("reply", ["no json here", "", '{"memory": "not a list"}'])
+def test_mem0_unparseable_extraction_falls_back_to_rule(questions, reply):
+    llm = _Mem0Scripted(lambda r: reply)
     proc = EvidenceProcessor("mem0", MemoryBaselinesConfig(), EMB, llm, 5000)
     q = questions[0]
     docs = [d for d in corpus_from_questions(questions).docs if d.origin == q.qid]
@@ -346,11 +347,94 @@ def test_mem0_extraction_prompt_is_fitted_to_the_context_window(questions):
     llm = _Window(lambda r: json.dumps({"memory": [{"text": "fact"}]}))
     llm.context_window = (one + two) // 2 + store.memory.config.max_tokens  # room for the first result only
     proc = EvidenceProcessor("mem0", MemoryBaselinesConfig(extraction="llm"), EMB, llm, 5000)
+    mem0 = proc.store(q.qid).memory
+    captures, library_call = [], mem0.library_call
+    mem0.library_call = lambda msgs: captures.append(len(msgs)) or library_call(msgs)
     proc.process([(Episode(q), q.text, docs)], 1)
+    assert captures == [2, 1]  # one capture per distinct result list: the fitted one is rendered and sent again
     (req,) = [r for r in seen if r.messages]
     assert _request_tokens(None, req) + store.memory.config.max_tokens <= llm.context_window
     assert (proc.fit.fitted, proc.fit.dropped) == (1, 1)
     assert [h.doc_id for h in proc.stores[q.qid].written] == [docs[0].doc_id]  # the left-out result is not written
+
+
+class _RecordingLLM:
+    """A stand-in for a mem0 LLM provider: records what the library's own add sends, answers with no memories."""
+
+    def __init__(self):
+        self.calls = []
+
+    def generate_response(self, messages, response_format=None, **kwargs):
+        self.calls.append(([dict(m) for m in messages], response_format))
+        return json.dumps({"memory": []})
+
+
+def test_mem0_request_is_the_library_own_add_call_dated_at_the_cutoff(questions):
+    """The second search's request equals what mem0's own ``Memory.add`` sends a provider LLM on the question's
+    store (the first write's session messages and extracted fact in it, JSON mode), with the cutoff's date."""
+    import pickle
+
+    from mem0.configs.prompts import ADDITIVE_EXTRACTION_PROMPT, AGENT_CONTEXT_SUFFIX
+
+    from engine.baselines.mem0 import MEM0_EXTRACTION, dated
+    from engine.forecast.evidence_memory import _mem0_messages
+
+    seen = []
+
+    class _Seen(_Mem0Scripted):
+        def generate(self, requests):
+            seen.append(list(requests))
+            return super().generate(requests)
+
+    llm = _Seen(lambda r: json.dumps({"memory": [{"id": "0", "text": f"FIRST fact of {r.episode}", "attributed_to": "user",
+                                                  "linked_memory_ids": []}]}))
+    proc = EvidenceProcessor("mem0", MemoryBaselinesConfig(extraction="llm"), EMB, llm, 5000)
+    q = questions[0]
+    docs = [d for d in corpus_from_questions(questions).docs if d.origin == q.qid]
+    proc.process([(Episode(q), q.text, docs[:1])], 1)
+    store = proc.stores[q.qid]
+    reference = pickle.loads(pickle.dumps(store.memory))  # the question's store after the first write
+    reference.memory.llm = _RecordingLLM()
+    reference.memory.add(_mem0_messages("second query", docs[1:]), agent_id=store.memory.config.agent_id, infer=True)
+    ((want, fmt),) = reference.memory.llm.calls
+    proc.process([(Episode(q), "second query", docs[1:])], 2)
+
+    (req,) = seen[1]
+    day, today = q.cutoff.date().isoformat(), datetime.now(timezone.utc).date().isoformat()
+    assert fmt == {"type": "json_object"} and req.constraint == MEM0_EXTRACTION
+    assert list(req.messages) == dated(want, day)
+    assert req.messages[0]["content"] == ADDITIVE_EXTRACTION_PROMPT + AGENT_CONTEXT_SUFFIX
+    assert (req.max_tokens, req.temperature, req.top_p) == (2000, 0.1, 0.1)  # mem0 BaseLlmConfig defaults
+    user = req.messages[1]["content"]
+    last_k = user.split("## Last k Messages\n", 1)[1].split("\n\n## ", 1)[0]
+    assert last_k == "".join(f"user: {m['content']}\n" for m in _mem0_messages(q.text, docs[:1]))
+    assert json.loads(user.split("## Existing Memories\n", 1)[1].split("\n\n## ", 1)[0]) == [{"id": "0", "text": f"FIRST fact of {q.qid}"}]
+    assert f"## Observation Date\n{day}\n\n## Current Date\n{day}\n" in user and day != today and today not in user
+    # the replay inside add rebuilt the same prompt (today's date ignored); a different one would be counted
+    assert store.sources == ["llm", "llm"] and store.memory.stale_prompts == 0
+    store.write("third query", docs[:1], "{}", digest="0" * 24)
+    assert store.memory.stale_prompts == 1
+
+
+def test_mem0_extraction_does_not_fit_an_8192_token_window(questions):
+    """mem0's system prompt alone (~7,800 estimated tokens) plus its 2,000-token answer budget exceeds 8,192
+    tokens (configs/futurex.toml on SmolLM2): every search result is left out, nothing is sent or written."""
+    seen = []
+
+    class _Window(_Mem0Scripted):
+        context_window = 8192
+
+        def generate(self, requests):
+            seen.extend(requests)
+            return super().generate(requests)
+
+    q = questions[0]
+    docs = [d for d in corpus_from_questions(questions).docs if d.origin == q.qid]
+    proc = EvidenceProcessor("mem0", MemoryBaselinesConfig(extraction="llm"), EMB, _Window(lambda r: "{}"), 5000)
+    body = proc.process([(Episode(q), q.text, docs)], 1)[0]
+    assert seen == [] and body == ""
+    assert (proc.fit.blocks, proc.fit.fitted, proc.fit.dropped) == (1, 1, len(docs))
+    assert proc.stores[q.qid].written == [] and proc.stores[q.qid].memory.all_memories() == []
 
 
 PAPER_KINDS = ["hipporag", "memoryos", "amem", "lightmem", "langmem", "langmem_reimpl"]
