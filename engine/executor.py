@@ -77,7 +77,8 @@ def freeze(snapshot: Snapshot) -> dict[str, np.ndarray]:
     """Mark every array of a snapshot read-only, as Ray's object store does (same errors on both executors)."""
     out = {}
     for key, arr in snapshot.items():
-        arr = np.asarray(arr)
+        if type(arr) is not np.ndarray:
+            arr = np.asarray(arr)
         if arr.flags.writeable:
             arr = arr.view()
             arr.flags.writeable = False
@@ -421,9 +422,9 @@ def run_streams(method: Method, snapshot: Snapshot, episodes: Sequence[Episode],
     made for the call.
     """
     episodes = list(episodes)
-    bounds = stream_bounds(len(episodes), streams)
-    if len(bounds) <= 2:
+    if streams <= 1 or len(episodes) <= 1:
         return method.run_episodes(snapshot, episodes, llm)
+    bounds = stream_bounds(len(episodes), streams)
     inner = llm.backend if isinstance(llm, MeteredBackend) else llm
     by_episode = llm.meter.by_episode if isinstance(llm, MeteredBackend) else True
     meters = [MeteredBackend(inner, by_episode) for _ in range(len(bounds) - 1)]

@@ -8,6 +8,7 @@ snapshot dict (zero-copy), built by :meth:`ExperienceStore.from_snapshot`.
 from __future__ import annotations
 
 import hashlib
+import math
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -313,16 +314,20 @@ class StoreReader:
         :meth:`ExperienceStore.from_snapshot`.
         """
         snap: dict[str, np.ndarray] = {}
-        for name in C.NODE_COLUMNS:
-            snap[f"node_{name}"] = self._nodes[name][: self._n_nodes]
-        for name in C.EXPERIENCE_COLUMNS:
-            snap[f"exp_{name}"] = self._exp[name][: self._n_exp]
-        snap["block"] = self._block[: self._n_exp]
+        nn, ne = self._n_nodes, self._n_exp
+        for key, name in _NODE_KEYS:
+            snap[key] = self._nodes[name][:nn]
+        for key, name in _EXP_KEYS:
+            snap[key] = self._exp[name][:ne]
+        snap["block"] = self._block[:ne]
         snap["text"] = self._text[: self._text_used]
         snap["pk_table"] = self._pk_table
         snap["key_table"] = self._key_table
-        snap["meta_horizons"] = np.array(self.horizons, dtype=str)
-        snap["meta_levels"] = np.array(self.levels, dtype=str)
+        names = (self.horizons, self.levels)
+        meta = getattr(self, "_meta_names", None)  # the names never change: their arrays are made once
+        if meta is None or meta[0] != names:
+            meta = self._meta_names = (names, np.array(self.horizons, dtype=str), np.array(self.levels, dtype=str))
+        snap["meta_horizons"], snap["meta_levels"] = meta[1], meta[2]
         snap["meta_params"] = np.array(
             [self.q0, self.eta, self.eta_task, self.q_min,
              np.nan if self._q_max is None else self._q_max, self.depth], dtype=np.float64)
@@ -372,20 +377,24 @@ class StoreView(StoreReader):
         _load_snapshot_into(self, snap)
 
 
+_NODE_KEYS = tuple((f"node_{n}", n) for n in C.NODE_COLUMNS)  # (snapshot key, column) pairs
+_EXP_KEYS = tuple((f"exp_{n}", n) for n in C.EXPERIENCE_COLUMNS)
+_SNAPSHOT_KEYS = (tuple(k for k, _ in _NODE_KEYS + _EXP_KEYS)
+                  + ("block", "text", "pk_table", "key_table", "meta_horizons", "meta_levels", "meta_params"))
+
+
 def _load_snapshot_into(obj, snap: Mapping[str, np.ndarray]) -> None:
-    need = ([f"node_{n}" for n in C.NODE_COLUMNS] + [f"exp_{n}" for n in C.EXPERIENCE_COLUMNS]
-            + ["block", "text", "pk_table", "key_table", "meta_horizons", "meta_levels", "meta_params"])
-    missing = [k for k in need if k not in snap]
+    missing = [k for k in _SNAPSHOT_KEYS if k not in snap]
     if missing:
         raise InputError(f"snapshot is missing array(s) {', '.join(missing)}")
-    params = np.asarray(snap["meta_params"], dtype=np.float64)
-    obj.horizons = tuple(str(h) for h in snap["meta_horizons"])
-    obj.levels = tuple(str(v) for v in snap["meta_levels"])
-    obj.q0, obj.eta, obj.eta_task, obj.q_min = (float(x) for x in params[:4])
-    obj._q_max = None if np.isnan(params[4]) else float(params[4])
+    params = np.asarray(snap["meta_params"], dtype=np.float64).tolist()
+    obj.horizons = tuple(str(h) for h in np.asarray(snap["meta_horizons"]).tolist())
+    obj.levels = tuple(str(v) for v in np.asarray(snap["meta_levels"]).tolist())
+    obj.q0, obj.eta, obj.eta_task, obj.q_min = params[:4]
+    obj._q_max = None if math.isnan(params[4]) else params[4]
     obj.depth = int(params[5])
-    obj._nodes = {n: np.asarray(snap[f"node_{n}"]) for n in C.NODE_COLUMNS}
-    obj._exp = {n: np.asarray(snap[f"exp_{n}"]) for n in C.EXPERIENCE_COLUMNS}
+    obj._nodes = {n: np.asarray(snap[k]) for k, n in _NODE_KEYS}
+    obj._exp = {n: np.asarray(snap[k]) for k, n in _EXP_KEYS}
     obj._block = np.asarray(snap["block"])
     obj._text = np.asarray(snap["text"])
     obj._text_used = obj._text.shape[0]

@@ -13,6 +13,8 @@ import numpy as np
 
 from engine.errors import InputError, StoreError
 
+_I8 = np.dtype(np.int64)
+
 
 def _as_array(value, name: str) -> np.ndarray:
     try:
@@ -24,6 +26,8 @@ def _as_array(value, name: str) -> np.ndarray:
 
 def int_array(value, name: str, ndim: int = 1) -> np.ndarray:
     """Integer array of ``ndim`` dimensions as C-contiguous int64 (bool and floats refused)."""
+    if type(value) is np.ndarray and value.dtype == _I8 and value.ndim == ndim and value.flags.c_contiguous:
+        return value  # already what the kernels take
     arr = _as_array(value, name)
     if arr.ndim != ndim:
         raise InputError(f"{name} must be {ndim}-D, got shape {arr.shape}")
@@ -55,8 +59,16 @@ def float_array(value, name: str, shape: tuple[int | None, ...]) -> np.ndarray:
     return arr
 
 
+def _within(arr: np.ndarray, n: int) -> bool:
+    """Whether every value of a non-empty int array lies in ``[0, n)`` (small arrays: as Python ints, cheaper)."""
+    if arr.size <= 256:
+        vals = arr.ravel().tolist()
+        return min(vals) >= 0 and max(vals) < n
+    return bool(arr.min() >= 0 and arr.max() < n)
+
+
 def eids_in_range(eids: np.ndarray, n_exp: int, name: str = "eids") -> None:
-    if eids.size == 0:
+    if eids.size == 0 or _within(eids, n_exp):
         return
     bad = np.flatnonzero((eids < 0) | (eids >= n_exp))
     if bad.size:
@@ -91,6 +103,8 @@ def horizon_array(value, horizons: Sequence[str], n: int, name: str = "horizon")
     arr = int_array(value, name)
     if arr.shape[0] != n:
         raise InputError(f"{name} must have {n} entries (one per update), got {arr.shape[0]}")
+    if arr.size == 0 or _within(arr, len(horizons)):
+        return arr
     bad = np.flatnonzero((arr < 0) | (arr >= len(horizons)))
     if bad.size:
         raise InputError(
