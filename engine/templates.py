@@ -191,22 +191,27 @@ class PromptSet:
         if marked is None:
             self.render(prompt, **values)  # compiles (and checks) the prompt
             marked = self._compiled[key] = _sections(self.sources[prompt], blank) or False
-        if marked is False or not all(isinstance(v, str) and _BEGIN not in v and _END not in v for v in values.values()):
+        if marked is False or not all(isinstance(v, str) and _MARK not in v for v in values.values()):
             return self.render(prompt, **values), self.render(prompt, **{**values, **dict.fromkeys(blank, "")})
         tmpl = marked
         env = tmpl.environment
         ctx = env.context_class(env, {**self._compiled[prompt][1], **values}, tmpl.name, tmpl.blocks,
                                 globals=self._compiled[prompt][1])
         try:
-            text = "".join(tmpl.root_render_func(ctx))
+            chunks = list(tmpl.root_render_func(ctx))
         except Exception:
             tmpl.environment.handle_exception()
-        parts = text.split(_BEGIN)
-        kept = [parts[0]]
-        for part in parts[1:]:
-            _, rest = part.split(_END, 1)
-            kept.append(rest)
-        return text.replace(_BEGIN, "").replace(_END, ""), "".join(kept)
+        full, bare, inside = [], [], False
+        for c in chunks:  # each marker is a chunk of its own (checked by _sections); values hold none
+            if c == _BEGIN:
+                inside = True
+            elif c == _END:
+                inside = False
+            else:
+                full.append(c)
+                if not inside:
+                    bare.append(c)
+        return "".join(full), "".join(bare)
 
     def __getstate__(self):  # compiled Jinja templates do not pickle; workers recompile
         return {"name": self.name, "sources": dict(self.sources), "path": self.path, "custom": self.custom}
@@ -218,6 +223,7 @@ class PromptSet:
 
 
 _BEGIN, _END = "\x1e\x1ftoe-section\x1f", "\x1f\x1etoe-section-end\x1e"  # a section's bounds in a marked render
+_MARK = "\x1e"  # in both markers: a value without it cannot hold one
 _SIDE_EFFECTS = ("Assign", "AssignBlock", "Macro", "CallBlock", "Block", "Include", "Import", "FromImport", "Extends",
                  "ExprStmt", "Scope", "OverlayScope", "With")
 
@@ -244,6 +250,10 @@ def _sections(source: str, blank: tuple[str, ...]):
     if not found:
         return None
     tree.set_environment(env)
+    code = env.compile(tree, raw=True)
+    for mark in map(repr, (_BEGIN, _END)):  # each marker must be a chunk of its own: render_pair reads chunks
+        if code.count(mark) != code.count(f"yield {mark}\n"):
+            return None
     return env.from_string(tree)
 
 

@@ -196,8 +196,9 @@ class FinanceMethod:
         """One batched call; ``owners[k]`` is the stats dict of the episode request ``k`` belongs to."""
         if not requests:
             return []
+        key = f"prompts_{stage}"
         for st in owners:
-            st[f"prompts_{stage}"] += 1
+            st[key] += 1
         return [r.texts for r in llm.generate(requests)]
 
     def _predict(self, day: int, llm: LLMBackend, industries: list[int], extra, stats: dict) -> dict[int, np.ndarray]:

@@ -153,10 +153,10 @@ class _FastView:
 
     def node_text(self, nid: int) -> str:
         ends = self._ends
-        key = (nid, int(ends[nid]))
+        key = (nid, ends.item(nid))
         t = self._texts.get(key)
         if t is None:
-            start = 0 if nid == 0 else int(ends[nid - 1])
+            start = 0 if nid == 0 else ends.item(nid - 1)
             t = self._texts[key] = self._buf[start: key[1]].tobytes().decode("utf-8")
         return t
 
@@ -170,15 +170,15 @@ class _FastView:
     def children(self, nid: int) -> list[int]:
         """Children in insertion order (a Python walk: faster than a compiled call for a few)."""
         first, nxt = self._nodes["first_child"], self._nodes["next_sibling"]
-        out, c = [], int(first[nid])
+        out, c = [], first.item(nid)
         while c >= 0:
             if c not in self.factor_into:
                 out.append(c)
-            c = int(nxt[c])
+            c = nxt.item(c)
         return out
 
     def path_texts(self, eid: int) -> list[str]:
-        return [self.node_text(int(v)) for v in self._exp["path"][eid] if v >= 0]
+        return [self.node_text(v) for v in self._exp["path"][eid].tolist() if v >= 0]
 
     def leaf_texts(self, eids: np.ndarray) -> list[str]:
         """The direction text of each experience row in ``eids``."""
@@ -190,7 +190,7 @@ class _FastView:
             return _NONE
         # the rows under a node change only when it gains a child or a row turns inactive (a merge;
         # rows never turn active again), so this key names one answer and the cache outlives a snapshot
-        key = (fnode, int(self._nodes["last_child"][fnode]), self._n_inactive)
+        key = (fnode, self._nodes["last_child"].item(fnode), self._n_inactive)
         d = self._dirs.get(key)
         if d is None:
             eids = self._nodes["eid"][self.children(fnode)]
@@ -228,7 +228,7 @@ class _Overlay:
             return self.q[ref]
         if ref < 0:
             return np.full(self.H, self.q0)
-        return np.asarray(self.block[ref, : self.H], dtype=np.float64)
+        return self.block[ref, : self.H]  # a read-only float64 view of the snapshot (callers copy to change it)
 
     def hits(self, ref: int) -> float:
         if ref in self.hit:
@@ -368,7 +368,8 @@ class PipeToE(FinanceMethod):
         for e in episodes:
             i = e.payload[2]
             u = {**_EMPTY_UPDATES, **ups[i]}  # every key present, empty where the episode changed nothing
-            u["used"] = np.asarray(used.get(i, []), dtype=np.int64)
+            if used.get(i):
+                u["used"] = np.array(used[i], dtype=np.int64)
             s = preds[i] if i in preds else self._nan()
             out.append(EpisodeResult(e.episode_id, self._record(e, s, stats[i], llm), u))
         return out
@@ -463,8 +464,9 @@ class PipeToE(FinanceMethod):
             self._merge_factors(view, llm, stats, routed)
         for i in industries:
             mine = [(k, f) for (k, ii), f in routed.items() if ii == i]
-            ups[i]["route_news"] = np.array([k for k, _ in mine], dtype=np.int64)
-            ups[i]["route_factor"] = np.array([f for _, f in mine], dtype=str) if mine else np.zeros(0, dtype="U1")
+            if mine:  # else the shared empty arrays (_EMPTY_UPDATES)
+                ups[i]["route_news"] = np.array([k for k, _ in mine], dtype=np.int64)
+                ups[i]["route_factor"] = np.array([f for _, f in mine], dtype=str)
 
         # retrieval + rerank/propose: one RERANK prompt per (news, industry)
         news_vecs = ctx.embedder.embed([ctx.news_text(k) for k, _ in pairs]) if pairs else None
@@ -529,13 +531,17 @@ class PipeToE(FinanceMethod):
                 lines[i].append(P.ExperienceLine(pos, self._path(view, o, i, e), tuple(o.qrow(e).tolist())))
                 used[i].append(e)
         for i in industries:
-            u = ups[i]
-            u["recall"] = np.asarray(recall[i], dtype=np.int64)
-            u["proposal_recall"] = np.asarray(proposal_recall[i], dtype=np.int64)
-            u["new_factor"] = np.array([f for f, _ in ov[i].new], dtype=str) if ov[i].new else np.zeros(0, "U1")
-            u["new_direction"] = np.array([d for _, d in ov[i].new], dtype=str) if ov[i].new else np.zeros(0, "U1")
-            u["hit"] = np.asarray(hit[i], dtype=np.int64)
-            u["hit_channel"] = np.asarray(hit_channel[i], dtype=np.int64)
+            u = ups[i]  # only what the episode filled; the rest are the shared empty arrays (_EMPTY_UPDATES)
+            if recall[i]:
+                u["recall"] = np.array(recall[i], dtype=np.int64)
+            if proposal_recall[i]:
+                u["proposal_recall"] = np.array(proposal_recall[i], dtype=np.int64)
+            if ov[i].new:
+                u["new_factor"] = np.array([f for f, _ in ov[i].new], dtype=str)
+                u["new_direction"] = np.array([d for _, d in ov[i].new], dtype=str)
+            if hit[i]:
+                u["hit"] = np.array(hit[i], dtype=np.int64)
+                u["hit_channel"] = np.array(hit_channel[i], dtype=np.int64)
         return lines, {i: list(dict.fromkeys(v)) for i, v in used.items()}
 
     def _path(self, view, o: _Overlay, i: int, ref: int) -> tuple[str, str, str]:
@@ -650,10 +656,10 @@ class PipeToE(FinanceMethod):
             drop_of[i].append(d)
             into_of[i].append(t)
             stats[i]["merges"] += 1
-        for i in industries:
-            ups[i]["merge_keep"] = np.asarray(keep_of[i], dtype=np.int64)
-            ups[i]["merge_drop"] = np.asarray(drop_of[i], dtype=np.int64)
-            ups[i]["merge_into"] = np.asarray(into_of[i], dtype=np.int64)
+        for i in keep_of:  # industries without a merge keep the shared empty arrays (_EMPTY_UPDATES)
+            ups[i]["merge_keep"] = np.array(keep_of[i], dtype=np.int64)
+            ups[i]["merge_drop"] = np.array(drop_of[i], dtype=np.int64)
+            ups[i]["merge_into"] = np.array(into_of[i], dtype=np.int64)
 
     # ------------------------------------------------------------------ the barrier
     def apply(self, results) -> None:

@@ -34,6 +34,17 @@ from kernels import reliability as KR
 from kernels import store_tree as KT
 
 
+_LUT: list = []
+
+
+def _inv_log_lut() -> np.ndarray:
+    """The formula rule's ``1 / (1 + ln(1 + n_hit))`` table (kernels.reliability.inv_log_lut), made once per
+    process and shared by every store (the kernels only read it)."""
+    if not _LUT:
+        _LUT.append(KR.inv_log_lut(LUT_SIZE))
+    return _LUT[0]
+
+
 class ExperienceStore(StoreReader):
     """Writable experience tree with per-horizon reliability (ToE).
 
@@ -97,7 +108,7 @@ class ExperienceStore(StoreReader):
         self._n_nodes = 1
         self._pk_table = np.full(C.next_pow2(2 * ncap), -1, dtype=np.int64)
         self._key_table = np.empty(0, dtype=np.int64)  # built on the first lookup by key
-        self._lut = KR.inv_log_lut(LUT_SIZE)
+        self._lut = _inv_log_lut()
         self.ledger = FeedbackLedger()
         self.extra_paths: dict[str, Path] = {}
 
@@ -350,8 +361,7 @@ class ExperienceStore(StoreReader):
         eids = self._check_eids(eids)
         cnt = V.counts_array(counts, eids.shape[0])
         if eids.size:
-            uniq, inv = np.unique(eids, return_inverse=True)
-            add = np.bincount(inv, weights=cnt)
+            uniq, add = V.sums_by_id(eids, cnt)
             H = self.n_horizons
             new_hit = self._block[uniq, C.hit_col(H)] + add
             rec = self._block[uniq, C.recall_col(H)]
@@ -477,7 +487,7 @@ class ExperienceStore(StoreReader):
         st = ExperienceStore.__new__(ExperienceStore)
         _load_snapshot_into(st, {k: np.array(v, copy=True) for k, v in snap.items()})
         st._block = C.grow_aligned(st._block, st._n_exp, max(st._n_exp, 1))
-        st._lut = KR.inv_log_lut(LUT_SIZE)
+        st._lut = _inv_log_lut()
         st.ledger = FeedbackLedger()
         st.extra_paths = {}
         return st

@@ -173,10 +173,10 @@ class FeedbackLedger:
         """Validate a resolution; returns ``(entries, eids, horizons, rewards)`` without changing anything."""
         entries = V.int_array(entries, "entries")
         b = entries.shape[0]
-        bad = np.flatnonzero((entries < 0) | (entries >= self._n))
-        if bad.size:
+        if b and not V.within(entries, self._n):
+            bad = np.flatnonzero((entries < 0) | (entries >= self._n))
             raise StoreError(f"unknown ledger entry {int(entries[bad[0]])}; the ledger has {self._n} entries")
-        if b and np.unique(entries).shape[0] != b:
+        if b and not V.all_distinct(entries):
             raise InputError("entries must not repeat within one resolution")
         c = self._cols
         done = np.flatnonzero(c["status"][entries] != PENDING)

@@ -59,7 +59,7 @@ def float_array(value, name: str, shape: tuple[int | None, ...]) -> np.ndarray:
     return arr
 
 
-def _within(arr: np.ndarray, n: int) -> bool:
+def within(arr: np.ndarray, n: int) -> bool:
     """Whether every value of a non-empty int array lies in ``[0, n)`` (small arrays: as Python ints, cheaper)."""
     if arr.size <= 256:
         vals = arr.ravel().tolist()
@@ -67,8 +67,28 @@ def _within(arr: np.ndarray, n: int) -> bool:
     return bool(arr.min() >= 0 and arr.max() < n)
 
 
+def sums_by_id(ids: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(distinct ids ascending, sum of weights per id)``, as ``np.unique`` + ``np.bincount`` give them
+    (small arrays summed in a dict: the same values, without numpy's per-call cost)."""
+    if ids.size > 256:
+        uniq, inv = np.unique(ids, return_inverse=True)
+        return uniq, np.bincount(inv, weights=weights, minlength=uniq.size)
+    acc: dict[int, float] = {}
+    for e, w in zip(ids.tolist(), weights.tolist()):
+        acc[e] = acc.get(e, 0.0) + w
+    keys = sorted(acc)
+    return np.array(keys, dtype=np.int64), np.array([acc[k] for k in keys], dtype=np.float64)
+
+
+def all_distinct(ids: np.ndarray) -> bool:
+    """Whether no value of a 1-D int array repeats."""
+    if ids.size > 256:
+        return np.unique(ids).shape[0] == ids.shape[0]
+    return len(set(ids.tolist())) == ids.shape[0]
+
+
 def eids_in_range(eids: np.ndarray, n_exp: int, name: str = "eids") -> None:
-    if eids.size == 0 or _within(eids, n_exp):
+    if eids.size == 0 or within(eids, n_exp):
         return
     bad = np.flatnonzero((eids < 0) | (eids >= n_exp))
     if bad.size:
@@ -103,7 +123,7 @@ def horizon_array(value, horizons: Sequence[str], n: int, name: str = "horizon")
     arr = int_array(value, name)
     if arr.shape[0] != n:
         raise InputError(f"{name} must have {n} entries (one per update), got {arr.shape[0]}")
-    if arr.size == 0 or _within(arr, len(horizons)):
+    if arr.size == 0 or within(arr, len(horizons)):
         return arr
     bad = np.flatnonzero((arr < 0) | (arr >= len(horizons)))
     if bad.size:

@@ -140,3 +140,23 @@ def test_bad_constructor_args(kwargs, match):
 def test_bad_reads(store, call, err, match):
     with pytest.raises(err, match=match):
         call(store)
+
+
+@pytest.mark.parametrize("n", [0, 1, 7, 256, 257, 1000])
+def test_small_array_paths_give_numpys_answers(n):
+    """sums_by_id / all_distinct / within take a Python path for small arrays: same results as numpy's."""
+    from engine.store import validate as V
+
+    rng = np.random.default_rng(n)
+    ids = rng.integers(0, max(1, n // 3), n).astype(np.int64)
+    w = rng.integers(1, 4, n).astype(np.float64)
+    uniq, sums = V.sums_by_id(ids, w)
+    want_u, inv = np.unique(ids, return_inverse=True)
+    assert uniq.dtype == np.int64 and np.array_equal(uniq, want_u)
+    assert np.array_equal(sums, np.bincount(inv, weights=w, minlength=want_u.size))
+    assert V.all_distinct(ids) == (np.unique(ids).size == n)
+    assert V.all_distinct(np.arange(n, dtype=np.int64))
+    if n:
+        hi = int(ids.max())
+        assert V.within(ids, hi + 1) and not V.within(ids, hi)
+        assert not V.within(np.concatenate([ids, [-1]]), hi + 1)
