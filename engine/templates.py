@@ -161,14 +161,18 @@ class PromptSet:
     custom: tuple[str, ...] = ()  # prompts whose text differs from the shipped file
     _compiled: dict = field(default_factory=dict, compare=False, repr=False)
 
-    def render(self, prompt: str, **values: Any) -> str:
+    def _template(self, prompt: str):
+        """``(compiled template, its globals as a plain dict)``, compiled on first use."""
         got = self._compiled.get(prompt)
         if got is None:
             if prompt not in self.sources:
                 raise KeyError(f"no prompt {prompt!r} in the {self.name} prompts")
             tmpl = _environment().from_string(self.sources[prompt])
             got = self._compiled[prompt] = (tmpl, dict(tmpl.globals))
-        tmpl, base = got
+        return got
+
+    def render(self, prompt: str, **values: Any) -> str:
+        tmpl, base = self._template(prompt)
         # Template.render(**values), without walking the globals' ChainMap on every call: the context gets
         # the same variables (the template's globals, then the values) and the same global names
         env = tmpl.environment
@@ -186,17 +190,16 @@ class PromptSet:
         marked, and the blanked text is the render with the marked sections cut: the same text as a
         second render. Any other template, or values that could hold a marker, is rendered twice.
         """
+        _, base = self._template(prompt)
         key = ("pair", prompt, blank)
         marked = self._compiled.get(key)
         if marked is None:
-            self.render(prompt, **values)  # compiles (and checks) the prompt
             marked = self._compiled[key] = _sections(self.sources[prompt], blank) or False
         if marked is False or not all(isinstance(v, str) and _MARK not in v for v in values.values()):
             return self.render(prompt, **values), self.render(prompt, **{**values, **dict.fromkeys(blank, "")})
         tmpl = marked
         env = tmpl.environment
-        ctx = env.context_class(env, {**self._compiled[prompt][1], **values}, tmpl.name, tmpl.blocks,
-                                globals=self._compiled[prompt][1])
+        ctx = env.context_class(env, {**base, **values}, tmpl.name, tmpl.blocks, globals=base)
         try:
             chunks = list(tmpl.root_render_func(ctx))
         except Exception:

@@ -105,27 +105,6 @@ _EMPTY_UPDATES = {"fb_entries": _NONE, "fb_deltas": np.zeros(0),
 _EMPTY_UPDATES["fb_deltas"].flags.writeable = False
 
 
-_STORE_KEY: dict[str, str] = {}  # store snapshot key -> the method snapshot's ("store_" + key)
-_UNSTORE: dict[str, str | None] = {}  # method snapshot key -> the store's key (None: not the store's)
-
-
-def _store_key(k: str) -> str:
-    _STORE_KEY[k] = "store_" + k
-    return _STORE_KEY[k]
-
-
-def _store_part(snapshot) -> dict:
-    """The store's arrays of a method snapshot, under the store's own keys."""
-    out = {}
-    for k, v in snapshot.items():
-        s = _UNSTORE.get(k, "")
-        if s == "":
-            s = _UNSTORE[k] = k[6:] if k.startswith("store_") else None
-        if s is not None:
-            out[s] = v
-    return out
-
-
 class _FastView:
     """The snapshot's store read without per-call validation, node texts decoded once per call.
 
@@ -343,7 +322,7 @@ class PipeToE(FinanceMethod):
 
     # ------------------------------------------------------------------ the round contract
     def snapshot(self):
-        snap = {_STORE_KEY.get(k) or _store_key(k): v for k, v in self.store.snapshot().items()}
+        snap = {f"store_{k}": v for k, v in self.store.snapshot().items()}
         snap["route"] = self.route
         snap["factor_from"] = np.fromiter(self.factor_into.keys(), np.int64, len(self.factor_into))
         snap["factor_to"] = np.fromiter(self.factor_into.values(), np.int64, len(self.factor_into))
@@ -352,7 +331,8 @@ class PipeToE(FinanceMethod):
         return snap
 
     def _day(self, snapshot, j, episodes, llm):
-        view = _FastView(ExperienceStore.from_snapshot(_store_part(snapshot)), self._text_cache, self._dir_cache,
+        store = {k[6:]: v for k, v in snapshot.items() if k.startswith("store_")}
+        view = _FastView(ExperienceStore.from_snapshot(store), self._text_cache, self._dir_cache,
                          dict(zip(snapshot["factor_from"].tolist(), snapshot["factor_to"].tolist())))
         stats = _stats_for(episodes)
         ov = {e.payload[2]: _Overlay(view, self.ctx.horizons, self.cfg.q0, self.cfg.q_min, self.cfg.q_max)
