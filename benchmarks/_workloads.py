@@ -32,7 +32,7 @@ class Workload:
     episodes: list
     llm_factory: Callable
     metric: str  # the record field the staleness table averages
-    default_round: int  # the task's own round size for this method
+    default_round: int | list[int]  # the task's own round size (or plan of sizes) for this method
 
     def method(self):
         return self.task.make_method(self.exp, self.spec)
@@ -102,6 +102,20 @@ def prophet_arena(method: str = "memrl", server: dict | None = None, questions: 
                                           executor="local", overrides=()))
     spec = _pick(task, exp, method)
     eps = task.episodes(exp, spec)
-    eps = eps if questions is None else eps[:questions]
-    return Workload(f"prophet-arena {method}", task, exp, spec, eps, task.llm_factory(exp, spec), "brier",
-                    task.round_size(exp, spec))
+    plan = task.round_size(exp, spec)
+    if questions is not None:
+        eps = eps[:questions]
+        plan = plan if isinstance(plan, int) else cut_plan(plan, len(eps))
+    return Workload(f"prophet-arena {method}", task, exp, spec, eps, task.llm_factory(exp, spec), "brier", plan)
+
+
+def cut_plan(plan: list[int], n: int) -> list[int]:
+    """The round plan of the first ``n`` episodes: the plan's rounds up to there, the last one cut
+    (a prefix of a leak-free round is leak-free)."""
+    out, total = [], 0
+    for size in plan:
+        if total >= n:
+            break
+        out.append(min(size, n - total))
+        total += out[-1]
+    return out

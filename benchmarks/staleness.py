@@ -13,8 +13,10 @@ SIMULATED policies only (seeded test harnesses, not models): the figures say how
   Pipe+ToE resolves delayed feedback inside the episodes, and a snapshot older than the previous
   round makes it resolve an entry twice, which its store refuses with StoreError.)
 * Prophet Arena, MemRL (``configs/prophet-arena.toml``, every category, every held-out question):
-  the experience track runs one question per round; staleness from ``pipeline_rounds = p`` (question
-  k reads the memories of questions < k - p). Brier score over all questions (lower is better).
+  the experience track in cutoff order, one question per round (the sequential run) or in its
+  leak-free rounds (the task's own plan: a round ends before any outcome would resolve, so the
+  records are the sequential ones); staleness from ``pipeline_rounds = p`` (a round reads the
+  experience of the rounds before the last ``p``). Brier score over all questions (lower is better).
 
     python benchmarks/staleness.py            # writes docs/results/staleness/{staleness.json,staleness.md,staleness.png}
 
@@ -43,7 +45,9 @@ OUT = W.ROOT / "docs" / "results" / "staleness"
 GAME24_CONFIGS = [(1, 0), (5, 0), (25, 0), (50, 0), (100, 0), (400, 0), (25, 1), (64, 1), (128, 1)]
 TASKS = os.environ.get("TOE_STALENESS_TASKS", "game24,finance,prophet-arena").split(",")
 FIN_ROUNDS = [1, 8, 16, 40, 200, 2400]
-PA_PIPELINE = [0, 1, 3, 7, 15]
+# (rounds, pipeline_rounds): "one" = one question per round, "plan" = the task's leak-free rounds
+PA_CONFIGS = [("one", 0), ("one", 1), ("one", 3), ("one", 7), ("plan", 0), ("plan", 1), ("plan", 3), ("plan", 7),
+              ("plan", 11)]
 
 
 def _records(wl, results):
@@ -85,18 +89,31 @@ def finance_rows():
     return rows
 
 
+def in_flight(plan: list[int], pipeline: int) -> tuple[float, int]:
+    """Questions in flight (mean, max) when ``pipeline + 1`` consecutive rounds of ``plan`` run at once."""
+    k = pipeline + 1
+    windows = [sum(plan[i:i + k]) for i in range(max(1, len(plan) - k + 1))]
+    return sum(windows) / len(windows), max(windows)
+
+
 def prophet_arena_rows():
     rows = []
     wl = W.prophet_arena("memrl")
-    for p in PA_PIPELINE:
-        out, wall = _run(wl, 1, p)
+    for rounds, p in PA_CONFIGS:
+        plan = wl.default_round if rounds == "plan" else [1] * len(wl.episodes)
+        out, wall = _run(wl, plan, p)
         (row,) = [r for r in out if r.get("row") == "model"]
         n = sum(row["n"].values())
         brier = sum(row["brier"][c] * row["n"][c] for c in row["n"]) / n
-        rows.append({"task": "prophet-arena", "method": "MemRL", "round_size": 1, "pipeline_rounds": p,
-                     "in_flight": p + 1, "brier": brier, "questions": n, "wall_s": wall})
+        mean, most = in_flight(plan, p)
+        rows.append({"task": "prophet-arena", "method": "MemRL", "rounds": rounds, "n_rounds": len(plan),
+                     "round_size": max(plan), "pipeline_rounds": p, "in_flight": mean, "in_flight_max": most,
+                     "brier": brier, "questions": n, "wall_s": wall})
         print(rows[-1], flush=True)
     return rows
+
+
+NAMES = {"one": "one question each", "plan": "leak-free"}
 
 
 def markdown(rows) -> str:
@@ -117,9 +134,12 @@ def markdown(rows) -> str:
         lines += [f"| Pipe+ToE | {r['round_size']} | "
                   + " | ".join(f"{r['tsIC'][h]:.4f}" for h in hs) + " |" for r in f]
     if p:
-        lines += ["", "| Prophet Arena MemRL | questions in flight | pipeline_rounds | Brier (all questions) |",
-                  "| --- | ---: | ---: | ---: |"]
-        lines += [f"| MemRL | {r['in_flight']} | {r['pipeline_rounds']} | {r['brier']:.4f} |" for r in p]
+        lines += ["", "| Prophet Arena MemRL | rounds | pipeline_rounds | questions in flight, mean (max) | "
+                  "Brier (all questions) |",
+                  "| --- | --- | ---: | ---: | ---: |"]
+        lines += [f"| MemRL | {NAMES[r.get('rounds', 'one')]} ({r.get('n_rounds', r['questions'])}) | "
+                  f"{r['pipeline_rounds']} | {r['in_flight']:.1f} ({r.get('in_flight_max', r['in_flight'])}) | "
+                  f"{r['brier']:.4f} |" for r in p]
     return "\n".join(lines) + "\n"
 
 
@@ -149,10 +169,12 @@ def plot(rows, path: Path) -> None:
     ax.set(xscale="log", xlabel="round size (8 = one trading day)", ylabel="tsIC (exploitation)",
            title="Finance Pipe+ToE [SIMULATED]")
     ax.legend(fontsize=8)
-    p = [r for r in rows if r["task"] == "prophet-arena"]
     ax = axes[2]
-    ax.plot([r["in_flight"] for r in p], [r["brier"] for r in p], "o-")
-    ax.set(xscale="log", xlabel="questions in flight (pipeline_rounds+1)", ylabel="Brier (lower is better)",
+    for rounds, mark in (("one", "o-"), ("plan", "s-")):
+        p = [r for r in rows if r["task"] == "prophet-arena" and r.get("rounds", "one") == rounds]
+        ax.plot([r["in_flight"] for r in p], [r["brier"] for r in p], mark, label=f"{NAMES[rounds]} rounds")
+    ax.legend(fontsize=8)
+    ax.set(xscale="log", xlabel="questions in flight (mean)", ylabel="Brier (lower is better)",
            title="Prophet Arena MemRL [SIMULATED]")
     fig.tight_layout()
     fig.savefig(path, dpi=110)

@@ -13,9 +13,9 @@ a 2-core machine. Per task and worker count W (weak scaling: the episodes in fli
   episodes, one per industry: half a day at 1 worker, 16 days at 32, within 0.01 tsIC of the
   day-sized round; Pipe+ToE does not take ``pipeline_rounds``, see benchmarks/staleness.py),
   shares in 4 streams;
-* Prophet Arena MemRL: one question per round (the method's rule); ``pipeline_rounds = W - 1``
-  keeps W questions in flight (all 84 held-out questions when W > 84 would be asked for); a share
-  is one question, so streams change nothing there.
+* Prophet Arena MemRL: the task's leak-free rounds (a round ends before any outcome would resolve:
+  84 questions in 29 rounds, the sequential records), ``pipeline_rounds = ceil(W / 2.9) - 1`` keeps
+  about W questions in flight, at most 7 (24 in flight: the staleness table's 0.01 Brier budget); the first ``max(2 W, 8) x 3`` questions (all 84 from 16 workers on).
 
 Reported: episodes/s, efficiency ``eps(W) / (W x eps(1))``, each engine's utilization (tokens
 served over what it could have served in the run's wall time: ``work_s / wall``) and busy fraction
@@ -70,6 +70,8 @@ TIME_SCALE = float(os.environ.get("TOE_SCALE_TIME", 1.0))
 STORES = [int(x) for x in os.environ.get("TOE_SCALE_STORES", "100000,1000000,10000000").split(",")]
 SERVER = {"reference": "llama3.1-8b-h100", "time_scale": TIME_SCALE}
 RESULTS = Path(__file__).parent / "results"
+# Prophet Arena: the most pipelined leak-free rounds the staleness table prices within 0.01 Brier (24 in flight)
+PA_PIPELINE_MAX = 7
 
 
 def _mem_available_gib() -> float:
@@ -105,11 +107,12 @@ def plan(task: str, w: int):
         ref = W.finance("Pipe+ToE", None, days)
         ref.episodes = ref.episodes[:len(wl.episodes)]
         return wl, ref, size, 0
-    if task == "prophet-arena":
+    if task == "prophet-arena":  # the task's leak-free rounds (2.9 questions on average), about W in flight
         wl, ref = W.prophet_arena("memrl", SERVER), W.prophet_arena("memrl", None)
-        n = min(len(wl.episodes), max(2 * w, 8))
+        mean = len(wl.episodes) / len(wl.default_round)
+        n = min(len(wl.episodes), max(2 * w, 8) * 3)
         wl.episodes, ref.episodes = wl.episodes[:n], ref.episodes[:n]
-        return wl, ref, 1, w - 1
+        return wl, ref, W.cut_plan(wl.default_round, n), min(PA_PIPELINE_MAX, max(0, math.ceil(w / mean) - 1))
     raise ValueError(f"unknown task {task!r}")
 
 
@@ -123,13 +126,15 @@ def measure(task: str, w: int) -> dict:
     from cluster.ray_executor import RayExecutor
 
     wl, ref, size, pipeline = plan(task, w)
+    first = size * (pipeline + 1) if isinstance(size, int) else sum(size[:pipeline + 1])
     streams = STREAMS[task.split("-")[0] if task.startswith("game24") else task]
     want = LocalExecutor(pipeline_rounds=pipeline).run(ref.method(), ref.episodes, ref.llm_factory, size)
     ex = RayExecutor(workers=w, num_cpus_per_worker=0, pipeline_rounds=pipeline, startup_timeout_s=600,
                      streams_per_worker=streams)
     mem0 = _mem_available_gib()
     try:
-        ex.run(wl.method(), wl.episodes[:size * (pipeline + 1)], wl.llm_factory, size)  # start-up, JIT, caches
+        warm = size if isinstance(size, int) else size[:pipeline + 1]
+        ex.run(wl.method(), wl.episodes[:first], wl.llm_factory, warm)  # start-up, JIT, caches
         mem1 = _mem_available_gib()
         load = os.getloadavg()[0]
         t0 = time.perf_counter()
@@ -142,7 +147,9 @@ def measure(task: str, w: int) -> dict:
     servers = [x["server"] for x in st["workers"] if "server" in x]
     util = [s["work_s"] / wall for s in servers]
     busy = [s["busy_s"] / wall for s in servers]
-    return {"task": task, "workers": w, "episodes": len(wl.episodes), "round_size": size,
+    return {"task": task, "workers": w, "episodes": len(wl.episodes),
+            "round_size": size if isinstance(size, int) else max(size),
+            "rounds_planned": None if isinstance(size, int) else len(size),
             "pipeline_rounds": pipeline, "streams_per_worker": streams,
             "wall_s": wall, "episodes_per_s": len(wl.episodes) / wall,
             "utilization_mean": float(np.mean(util)), "utilization_min": float(np.min(util)),
@@ -188,7 +195,9 @@ def table(rows) -> str:
              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | "
              "---: | ---: |"]
     for r in rows:
-        lines.append(f"| {r['task']} | {r['workers']} | {r['round_size']} | {r['pipeline_rounds']} | "
+        size = (f"leak-free: {r['rounds_planned']} rounds, max {r['round_size']}" if r.get("rounds_planned")
+                else r["round_size"])
+        lines.append(f"| {r['task']} | {r['workers']} | {size} | {r['pipeline_rounds']} | "
                      f"{r.get('streams_per_worker', 1)} | "
                      f"{r['episodes_per_s']:.2f} | {r['efficiency']:.2f} | {r['utilization_mean']:.2f} "
                      f"({r['utilization_min']:.2f}) | {r['busy_mean']:.2f} ({r['busy_min']:.2f}) | "

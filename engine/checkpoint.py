@@ -40,14 +40,15 @@ FORMAT = 1
 _METHOD_PICKLE = "method_state.pkl"
 
 
-def fingerprint(method_name: str, episodes: Sequence[Episode], round_size: int, shards: int = 1,
+def fingerprint(method_name: str, episodes: Sequence[Episode], round_size: int | Sequence[int], shards: int = 1,
                 run_key: str = "") -> str:
-    """A hash of what makes two runs the same run: method, episodes, round size, shards, ``run_key``.
+    """A hash of what makes two runs the same run: method, episodes, round size (or plan), shards, ``run_key``.
 
     ``run_key`` is the caller's hash of anything else that changes results (the config).
     """
     h = hashlib.sha256()
-    h.update(json.dumps([FORMAT, method_name, int(round_size), int(shards), run_key]).encode())
+    plan = int(round_size) if isinstance(round_size, (int, np.integer)) else [int(x) for x in round_size]
+    h.update(json.dumps([FORMAT, method_name, plan, int(shards), run_key]).encode())
     for e in episodes:
         payload = repr(e.payload)
         if re.search(r" at 0x[0-9a-fA-F]+", payload):  # default object repr: differs per process

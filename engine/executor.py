@@ -43,6 +43,8 @@ from engine.rounds import Episode, EpisodeResult, Method, Snapshot
 
 LLMFactory = Callable[[], LLMBackend]
 ProgressFn = Callable[[int], None]  # called with the number of episodes just finished
+# episodes per round: one size for every round (the last may be shorter), or each round's size in order
+RoundPlan = int | Sequence[int]
 
 
 class Executor(Protocol):
@@ -54,7 +56,7 @@ class Executor(Protocol):
         method: Method,
         episodes: Sequence[Episode],
         llm_factory: LLMFactory,
-        round_size: int = 1,
+        round_size: RoundPlan = 1,
         progress: ProgressFn | None = None,
         *,
         checkpoint_dir: str | Path | None = None,
@@ -65,12 +67,28 @@ class Executor(Protocol):
     def close(self) -> None: ...
 
 
-def rounds(episodes: Sequence[Episode], round_size: int) -> Iterable[list[Episode]]:
-    """Split the stream into consecutive rounds of ``round_size`` episodes (the last may be shorter)."""
-    if round_size < 1:
-        raise ConfigError(f"round_size must be >= 1, got {round_size}")
-    for start in range(0, len(episodes), round_size):
-        yield list(episodes[start : start + round_size])
+def round_sizes(n_episodes: int, round_size: RoundPlan) -> list[int]:
+    """Each round's episode count for a stream of ``n_episodes``: ``round_size`` episodes per round (the last
+    may be shorter), or a plan of sizes in order that must cover the stream exactly."""
+    if isinstance(round_size, (int, np.integer)) and not isinstance(round_size, bool):
+        if round_size < 1:
+            raise ConfigError(f"round_size must be >= 1, got {round_size}")
+        return [min(int(round_size), n_episodes - start) for start in range(0, n_episodes, int(round_size))]
+    sizes = list(round_size)
+    bad = [x for x in sizes if isinstance(x, bool) or not isinstance(x, (int, np.integer)) or x < 1]
+    if bad or sum(sizes) != n_episodes:
+        raise ConfigError(f"a round plan must be integers >= 1 summing to the {n_episodes} episodes of the stream; "
+                          f"got {len(sizes)} rounds summing to {sum(int(x) for x in sizes if not bad)}"
+                          + (f", bad sizes {bad[:5]}" if bad else ""))
+    return [int(x) for x in sizes]
+
+
+def rounds(episodes: Sequence[Episode], round_size: RoundPlan) -> Iterable[list[Episode]]:
+    """Split the stream into consecutive rounds by :func:`round_sizes`."""
+    start = 0
+    for size in round_sizes(len(episodes), round_size):
+        yield list(episodes[start : start + size])
+        start += size
 
 
 def freeze(snapshot: Snapshot) -> dict[str, np.ndarray]:
@@ -121,20 +139,21 @@ def restore_state(method: Method, cursor: Cursor) -> None:
 
 
 @contextmanager
-def progress_bar(total: int, enabled: bool = True, desc: str = "episodes", round_size: int = 0,
+def progress_bar(total: int, enabled: bool = True, desc: str = "episodes", round_size: RoundPlan = 0,
                  **tqdm_kwargs) -> Iterator[Any]:
     """A tqdm bar over all episodes of a run (all workers): episodes, rate and ETA, and with
-    ``round_size`` the rounds finished; its ``update`` is a :data:`ProgressFn`."""
+    ``round_size`` (a size or a plan, :data:`RoundPlan`) the rounds finished; its ``update`` is a :data:`ProgressFn`."""
     from tqdm.auto import tqdm
 
     bar = tqdm(total=total, desc=desc, unit="ep", disable=not enabled, dynamic_ncols=True, **tqdm_kwargs)
-    if round_size > 0:
-        n_rounds = -(-total // round_size)
+    if not isinstance(round_size, (int, np.integer)) or round_size > 0:
+        ends = np.cumsum(round_sizes(total, round_size))
         update = bar.update
 
         def update_with_rounds(n: int = 1):
             update(n)
-            bar.set_postfix_str(f"rounds {bar.n // round_size}/{n_rounds}", refresh=False)
+            done = int(np.searchsorted(ends, bar.n, side="right"))
+            bar.set_postfix_str(f"rounds {done}/{len(ends)}", refresh=False)
 
         bar.update = update_with_rounds
     try:

@@ -64,7 +64,7 @@ from typing import Sequence
 
 from engine.forecast.agent import AgentConfig, Episode, ForecastAgent
 from engine.forecast.evidence_memory import EvidenceProcessor, MemoryBaselinesConfig, check_kind
-from engine.forecast.outcome_memory import EXPERIENCE_MODES, ExperienceTrack
+from engine.forecast.outcome_memory import EXPERIENCE_MODES, ExperienceTrack, batch_end
 from engine.forecast.search import SearchResult
 
 
@@ -101,24 +101,6 @@ class MemoryBaselineRunner:
         self.dropped = 0
         self.dropped_by: dict[str, int] = {}  # qid -> search results after its cutoff (never written)
 
-    def _split(self, tasks, order) -> list[list[int]]:
-        """Index batches of ``order`` (cutoff order); a batch ends before any queued or in-batch outcome resolves."""
-        out, cur = [], []
-        for i in order:
-            c = tasks[i].cutoff
-            if cur:
-                c0 = tasks[cur[0]].cutoff
-                queued = any(c0 < p.resolved_at <= c for p in self.track.pending)
-                mates = any(self.track.resolved_at(tasks[j]) is not None and self.track.resolved_at(tasks[j]) <= c
-                            for j in cur)
-                if queued or mates:
-                    out.append(cur)
-                    cur = []
-            cur.append(i)
-        if cur:
-            out.append(cur)
-        return out
-
     def rollouts(self, tasks: Sequence, bank=()) -> list[Episode]:
         tasks = list(tasks)
         out: list[Episode | None] = [None] * len(tasks)
@@ -127,7 +109,11 @@ class MemoryBaselineRunner:
             first = tasks[remaining[0]]
             if self.track is not None:
                 self.track.release(first.cutoff, self.llm)
-            batch = self._split(tasks, remaining)[0] if self.track is not None else remaining
+            batch = remaining
+            if self.track is not None:  # a batch ends before any queued or in-batch outcome resolves
+                batch = remaining[:batch_end([tasks[i].cutoff for i in remaining],
+                                             [self.track.resolved_at(tasks[i]) for i in remaining],
+                                             [p.resolved_at for p in self.track.pending])]
             remaining = remaining[len(batch):]
             btasks = [tasks[i] for i in batch]
             pre, ids = self.track.preambles(btasks) if self.track is not None else ({}, {})

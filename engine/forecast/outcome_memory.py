@@ -26,6 +26,58 @@ class _Pending:
     outcome: Outcome
 
 
+@dataclass
+class Release:
+    """The outcomes one release applied (keys, in application order) and their observed memory updates."""
+
+    keys: tuple[str, ...]
+    updates: list[dict]
+
+
+def resolved_at(q, delay_h: float) -> datetime | None:
+    """When a question's outcome counts as known: its ``close_time`` plus ``delay_h`` hours (None: never,
+    e.g. FutureX items, whose resolution time is not in the format)."""
+    if not isinstance(q, Question):
+        return None
+    return q.close_time + timedelta(hours=delay_h)
+
+
+def batch_end(cutoffs: Sequence[datetime], resolved: Sequence[datetime | None], queued: Sequence[datetime],
+              start: int = 0) -> int:
+    """Where the batch starting at ``start`` of a stream in cutoff order ends (exclusive): before the first
+    question at whose cutoff an outcome would have resolved since the batch's first cutoff, whether queued
+    before the batch (``queued``: resolution times) or of a question of the batch. Every question of a batch
+    then sees exactly the outcomes released at the batch's start."""
+    c0, mates = cutoffs[start], []
+    for j in range(start, len(cutoffs)):
+        c = cutoffs[j]
+        if j > start and (any(c0 < t <= c for t in queued) or any(t <= c for t in mates)):
+            return j
+        if resolved[j] is not None:
+            mates.append(resolved[j])
+    return len(cutoffs)
+
+
+def leak_free_rounds(tasks: Sequence, delay_h: float) -> list[int]:
+    """Sizes of the consecutive batches a stream of questions in cutoff order runs in (:func:`batch_end`,
+    with the outcomes of the earlier batches queued and released at each batch's start), planned before
+    the run: each question of a batch sees the outcomes resolved before its cutoff, as if run alone.
+
+    Planned from every question's resolution time; a question whose forecast fails queues no outcome
+    at run time, so the run's own batching (``MemoryBaselineRunner``) may only merge planned batches,
+    never cut one."""
+    cutoffs = [t.cutoff for t in tasks]
+    resolved = [resolved_at(t, delay_h) for t in tasks]
+    sizes, queued, start = [], [], 0
+    while start < len(tasks):
+        queued = [t for t in queued if t > cutoffs[start]]  # released at the batch's start
+        end = batch_end(cutoffs, resolved, queued, start)
+        sizes.append(end - start)
+        queued += [t for t in resolved[start:end] if t is not None]
+        start = end
+    return sizes
+
+
 class ExperienceTrack:
     """One cross-question MemRL / ReMe / FLEX memory fed with outcomes only once they have resolved."""
 
@@ -51,20 +103,31 @@ class ExperienceTrack:
 
     def resolved_at(self, q) -> datetime | None:
         """When a question's outcome counts as known (None: never, e.g. FutureX items)."""
-        if not isinstance(q, Question):
-            return None
-        return q.close_time + timedelta(hours=self.cfg.resolution_delay_h)
+        return resolved_at(q, self.cfg.resolution_delay_h)
 
-    def release(self, cutoff: datetime, llm) -> int:
-        """Observe and apply (one batched call) every queued outcome resolved at or before ``cutoff``."""
+    def release(self, cutoff: datetime, llm) -> Release | None:
+        """Observe and apply (one batched call) every queued outcome resolved at or before ``cutoff``;
+        what was released (None: nothing was due), for :meth:`install` on another copy of this track."""
         due = sorted((p for p in self.pending if p.resolved_at <= cutoff), key=lambda p: p.resolved_at)
         if not due:
-            return 0
-        self.pending = [p for p in self.pending if p.resolved_at > cutoff]
+            return None
         reader = self.memory.reader(self.memory.snapshot())
-        self.memory.apply(reader.observe([p.outcome for p in due], llm))
-        self.applied += [(p.outcome.key, p.resolved_at) for p in due]
-        return len(due)
+        release = Release(tuple(p.outcome.key for p in due), reader.observe([p.outcome for p in due], llm))
+        self.install(release)
+        return release
+
+    def install(self, release: Release) -> int:
+        """Apply a release's observed updates for the outcomes still queued here (an outcome applied
+        already is skipped: a release is applied once however many copies of it arrive); the number applied."""
+        todo = {p.outcome.key: p for p in self.pending}
+        keep = [k for k, key in enumerate(release.keys) if key in todo]
+        if not keep:
+            return 0
+        self.memory.apply([release.updates[k] for k in keep])
+        done = {release.keys[k] for k in keep}
+        self.pending = [p for p in self.pending if p.outcome.key not in done]
+        self.applied += [(release.keys[k], todo[release.keys[k]].resolved_at) for k in keep]
+        return len(keep)
 
     def preambles(self, tasks: Sequence) -> tuple[dict, dict]:
         """(qid -> experience section, qid -> retrieved ids) from the current memory."""

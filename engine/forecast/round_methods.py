@@ -11,13 +11,16 @@ that :func:`engine.runner.run_task` drives over the local or the Ray executor:
 - :class:`MemoryBaselineMethod` (``mem0``, ``memrl``, ``reme``, ``flex``): the
   evidence layer is per question; the experience layer of MemRL, ReMe and FLEX
   (:mod:`engine.forecast.outcome_memory`) is the method's experience. Its
-  questions run one per round in cutoff order: a question reads the snapshot
-  (the outcomes resolved before its cutoff, released at its start), and the
-  barrier installs the track with its outcome queued. This is the sequential
-  rule of :class:`~engine.forecast.memory_baselines.MemoryBaselineRunner`,
-  which batched questions only where no outcome could resolve between them, so
-  every question sees the same outcomes as before. Mem0 has no experience layer
-  and runs as one round.
+  questions run in cutoff order, in *leak-free rounds*
+  (:func:`~engine.forecast.outcome_memory.leak_free_rounds`): a round ends before
+  any outcome, queued or of the round, would resolve, the batching rule of
+  :class:`~engine.forecast.memory_baselines.MemoryBaselineRunner`. A share
+  reads the snapshot and releases the outcomes resolved at the round's first
+  cutoff (every share the same ones), so each question sees exactly the
+  outcomes resolved before its cutoff, as if run alone; the barrier installs
+  the release once and queues the round's outcomes in episode order. The
+  records are those of one question per round, for any split of the rounds
+  over workers. Mem0 has no experience layer and runs as one round.
 - :class:`EvolutionMethod` (``foredreamer`` with ``run.evolve``, paper 3 and
   C.3): per category, an ``init`` episode validates the published guides on
   the evolution pool, then one episode per evolution iteration, then one
@@ -235,7 +238,7 @@ class MemoryBaselineMethod(_Experience):
 
     @property
     def sequential(self) -> bool:
-        """Questions one per round (the experience track learns from each resolved outcome)."""
+        """Questions in leak-free rounds (the experience track learns from each resolved outcome)."""
         return self.track is not None
 
     def snapshot(self) -> dict[str, np.ndarray]:
@@ -246,16 +249,24 @@ class MemoryBaselineMethod(_Experience):
 
         ctx = self.ctx
         _activate_prompts(ctx)
-        if self.track is not None and len(episodes) != 1:
-            raise AssertionError(f"{self.name}: the experience track runs one question per round, got {len(episodes)}")
         qids = [e.payload[1] for e in episodes]
         meter = MeteredBackend(llm)
+        release = None
         with _workspace(ctx, self.run_key, episodes) as ws:
             mr = MemoryBaselineRunner(self.name, meter, ctx.search, ctx.agent, ctx.memory_baselines, ctx.embedder,
                                       ws / f"rollouts-{self.name}")
             if self.track is not None:
                 mr.track = unpack(snapshot["state"])  # the outcomes released before this round, none after
+                # the release at the round's start: every share of the round makes it (the same requests,
+                # seeded: the same memory); its LLM usage counts for the round's first question only
+                opens = bool(episodes[0].payload[2]) if len(episodes[0].payload) > 2 else True
+                release = mr.track.release(ctx.items[qids[0]].cutoff, meter if opens else MeteredBackend(llm))
+                queued = len(mr.track.pending)
             eps = mr.rollouts([ctx.items[q] for q in qids])
+            if self.track is not None and len(mr.batches) != 1:
+                raise AssertionError(f"{self.name}: an outcome resolves between the questions of this share "
+                                     f"({mr.batches}); the round plan must end a round before it "
+                                     "(engine.forecast.outcome_memory.leak_free_rounds)")
             records = []
             for ep in eps:
                 rec = ctx.record(ep, ctx, self.name)
@@ -271,13 +282,23 @@ class MemoryBaselineMethod(_Experience):
                 records.append(rec)
         results = [EpisodeResult(e.episode_id, r) for e, r in zip(episodes, _labelled(meter, records, qids))]
         if mr.track is not None:
-            results[-1].updates = {"state": pack(mr.track)}  # the track with this question's outcome queued
+            # updates: the release (first result) and each question's queued outcome, installed at the barrier
+            mine = {p.outcome.key.split(":", 1)[1]: p for p in mr.track.pending[queued:]}
+            for res, qid in zip(results, qids):
+                if qid in mine:
+                    res.updates["outcome"] = pack(mine[qid])
+            if release is not None:
+                results[0].updates["release"] = pack(release)
         return results
 
     def apply(self, results) -> None:
+        """The round's release (installed once: shares repeat it), then its outcomes queued in episode order."""
         for r in results:
-            if "state" in r.updates:
-                self.track = unpack(r.updates["state"])
+            if "release" in r.updates:
+                self.track.install(unpack(r.updates["release"]))
+        for r in results:
+            if "outcome" in r.updates:
+                self.track.pending.append(unpack(r.updates["outcome"]))
 
 
 class EvolutionMethod(_Experience):

@@ -31,7 +31,9 @@ import json
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
+
+import numpy as np
 
 from engine.config import to_dict
 from engine.errors import ConfigError
@@ -152,8 +154,8 @@ class ForecastTask:
     def make_method(self, exp, run: RunSpec):
         return make_method(run.method, exp.cfg.run.evolve, exp.ctx, run.key)
 
-    def round_size(self, exp, run: RunSpec) -> int:
-        return round_size(run, exp.cfg.run.evolve, exp.ctx, len(self.episodes(exp, run)))
+    def round_size(self, exp, run: RunSpec) -> int | list[int]:
+        return round_size(run, exp.cfg.run.evolve, exp.ctx, self.episodes(exp, run))
 
     def llm_factory(self, exp, run: RunSpec):
         from engine.forecast.run_support import ForecastLLM
@@ -273,7 +275,7 @@ class ProphetArenaTask(ForecastTask):
                         sum(bool(r["failed"]) for r in recs), cfg.run.scorer)
             rows.append((replace(row, experience_tokens=mean_experience_tokens(recs)), m))
             if m in ROW_NAMES:
-                notes.append(memory_note(ROW_NAMES[m], recs))
+                notes.append(memory_note(ROW_NAMES[m], recs, exp.evaluated, exp.ctx))
         meta["evolution"] = evolution
         meta["notes"] = notes
         table = [(r, "") for r in reference_rows(exp.evaluated, cfg.run.scorer)] if exp.evaluated else []
@@ -361,11 +363,18 @@ class ProphetArenaTask(ForecastTask):
 
 
 def question_episodes(questions, run: RunSpec, ctx: ForecastContext) -> list[Episode]:
-    """One episode per held-out question; the memory baselines with an experience track in cutoff order."""
+    """One episode per held-out question, payload ``("question", qid)``. The memory baselines with an
+    experience track: in cutoff order, payload ``("question", qid, opens)`` where ``opens`` marks the first
+    question of each leak-free round (:func:`~engine.forecast.outcome_memory.leak_free_rounds`)."""
     order = list(range(len(questions)))
-    if sequential(run.method, False, ctx.memory_baselines):
-        order.sort(key=lambda i: (questions[i].cutoff, i))
-    return [Episode(k, ("question", questions[i].qid), run.seed, "test") for k, i in enumerate(order)]
+    if not sequential(run.method, False, ctx.memory_baselines):
+        return [Episode(k, ("question", questions[i].qid), run.seed, "test") for k, i in enumerate(order)]
+    from engine.forecast.outcome_memory import leak_free_rounds
+
+    order.sort(key=lambda i: (questions[i].cutoff, i))
+    sizes = leak_free_rounds([questions[i] for i in order], ctx.memory_baselines.resolution_delay_h)
+    opens = set(np.cumsum([0] + sizes[:-1]).tolist())
+    return [Episode(k, ("question", questions[i].qid, k in opens), run.seed, "test") for k, i in enumerate(order)]
 
 
 def evolution_episodes(categories, eval_qids: dict, evo_cfg, seed: int) -> list[Episode]:
@@ -379,9 +388,16 @@ def evolution_episodes(categories, eval_qids: dict, evo_cfg, seed: int) -> list[
     return [Episode(k, p, seed, "evolve" if p[0] != "eval" else "test") for k, p in enumerate(payloads)]
 
 
-def round_size(run: RunSpec, evolve: bool, ctx: ForecastContext, n_episodes: int) -> int:
-    """Questions of a method without experience form one round; methods that learn run one episode per round."""
-    return 1 if sequential(run.method, evolve, ctx.memory_baselines) else max(1, n_episodes)
+def round_size(run: RunSpec, evolve: bool, ctx: ForecastContext, episodes: Sequence[Episode]) -> int | list[int]:
+    """Questions of a method without experience form one round; ForeDreamer's evolution runs one episode
+    per round; an experience track runs its leak-free rounds (the ``opens`` flags of
+    :func:`question_episodes`), as a plan of round sizes."""
+    if evolve and run.method == "foredreamer":
+        return 1
+    if sequential(run.method, evolve, ctx.memory_baselines):
+        starts = [k for k, e in enumerate(episodes) if e.payload[2]]
+        return [b - a for a, b in zip(starts, starts[1:] + [len(episodes)])]
+    return max(1, len(episodes))
 
 
 def by_question(records: list[dict], questions) -> list[dict]:
@@ -393,16 +409,19 @@ def by_question(records: list[dict], questions) -> list[dict]:
     return [index[q.qid] for q in questions]
 
 
-def memory_note(name: str, recs: list[dict]) -> str:
+def memory_note(name: str, recs: list[dict], questions, ctx: ForecastContext) -> str:
     """The memory baseline's line under the tables: what went into its memories and what it saw."""
+    from engine.forecast.outcome_memory import leak_free_rounds
+
     sizes = [n for r in recs for n in json.loads(r["evidence_chars"])]
     seen = [len(json.loads(r["experience_visible"])) for r in recs]
     tracked = any(r.get("tracked") for r in recs)
+    rounds = len(leak_free_rounds(sorted(questions, key=lambda q: q.cutoff), ctx.memory_baselines.resolution_delay_h))
     return (f"{name}: {sum(r['n_written'] for r in recs)} search results written to per-question memories, "
             f"{sum(r['dropped'] for r in recs)} after a cutoff dropped; tool results "
             f"{sum(sizes) / max(1, len(sizes)):.0f} characters on average; "
             + (f"resolved outcomes in the experience memory per question: mean {sum(seen) / len(seen):.1f}, max "
-               f"{max(seen)}; {len(recs)} rounds of one question" if tracked else "no experience layer"))
+               f"{max(seen)}; {len(recs)} questions in {rounds} leak-free rounds" if tracked else "no experience layer"))
 
 
 def evolution_extras(method, run: RunSpec, out: Path) -> dict:

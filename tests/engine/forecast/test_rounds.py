@@ -55,9 +55,11 @@ def test_episode_streams_and_round_sizes(pa_folder, tmp_path):
     # init, one episode per evolution iteration, then (rank, question) evaluations; one episode per round
     assert [e.payload[0] for e in evo] == ["init"] + ["iterate"] * 6 + ["eval"] * 4
     assert [e.phase for e in evo] == ["evolve"] * 7 + ["test"] * 4 and task.round_size(exp, runs[0]) == 1
-    mem = task.episodes(exp, runs[1])  # MemRL's experience track: one question per round, in cutoff order
+    mem = task.episodes(exp, runs[1])  # MemRL's experience track: leak-free rounds, in cutoff order
     cutoffs = [exp.ctx.items[e.payload[1]].cutoff for e in mem]
-    assert cutoffs == sorted(cutoffs) and task.round_size(exp, runs[1]) == 1
+    # both questions close on 2025-08-05 12:00, the second's cutoff (09-02) after it: two rounds
+    assert cutoffs == sorted(cutoffs) and task.round_size(exp, runs[1]) == [1, 1]
+    assert [e.payload[2] for e in mem] == [True, True]
     assert isinstance(task.make_method(exp, runs[1]), MemoryBaselineMethod)
     plain = RunSpec("full_text", 0)
     assert isinstance(task.make_method(exp, plain), RolloutMethod)
