@@ -12,7 +12,7 @@ a 2-core machine. Per task and worker count W (weak scaling: the episodes in fli
 * finance Pipe+ToE: rounds of ``PER_WORKER x W`` episodes (4 per worker; a trading day is 8
   episodes, one per industry: half a day at 1 worker, 16 days at 32, within 0.01 tsIC of the
   day-sized round; Pipe+ToE does not take ``pipeline_rounds``, see benchmarks/staleness.py),
-  shares in 4 streams;
+  each worker's share in 4 streams (one episode each);
 * Prophet Arena MemRL: the task's leak-free rounds (a round ends before any outcome would resolve:
   84 questions in 29 rounds, the sequential records), ``pipeline_rounds = ceil(W / 2.9) - 1`` keeps
   about W questions in flight, at most 7 (24 in flight: the staleness table's 0.01 Brier budget); the first ``max(2 W, 8) x 3`` questions (all 84 from 16 workers on).
@@ -29,8 +29,9 @@ same round size and ``pipeline_rounds`` (plain simulated backend: the server mod
 
 Environment: ``TOE_SCALE_WORKERS`` (default ``1,2,4,8,16,32``), ``TOE_SCALE_TASKS``
 (``game24-tot,game24-toe,finance,prophet-arena``), ``TOE_SCALE_PER_WORKER`` (2 for Game of 24, 4
-for finance), ``TOE_SCALE_STREAMS`` (``streams_per_worker``: 2 for Game of 24, 4 for finance, 1
-for Prophet Arena),
+for finance), ``TOE_SCALE_STREAMS`` (``streams_per_worker``: 2 for Game of 24, 4 for finance, 1 for Prophet
+Arena), ``TOE_SCALE_SHARES`` (``shares_per_worker``, 1), ``TOE_SCALE_CHUNKS`` (``chunks_per_worker``, default
+the shares),
 ``TOE_SCALE_ROUNDS`` (2), ``TOE_SCALE_PIPELINE`` (1 for Game of 24; finance and Prophet Arena
 set their own), ``TOE_SCALE_TIME`` (the engine's ``time_scale``, 1.0), ``TOE_SCALE_STORES``
 (``100000,1000000,10000000``), ``TOE_PA_DATA`` (the Prophet Arena CSV folder).
@@ -64,6 +65,13 @@ if os.environ.get("TOE_SCALE_PER_WORKER"):
 STREAMS = {"game24": 2, "finance": 4, "prophet-arena": 1}
 if os.environ.get("TOE_SCALE_STREAMS"):
     STREAMS = dict.fromkeys(STREAMS, int(os.environ["TOE_SCALE_STREAMS"]))
+# shares a worker runs at once (shares_per_worker), each round cut into that many shares per worker
+# (chunks_per_worker); 1 everywhere: on finance 4 one-episode shares at once measured no better than
+# one share in 4 streams (docs/cluster.md), and 2 at once of 4 balanced the engines but halved the batch
+SHARES = {"game24": 1, "finance": 1, "prophet-arena": 1}
+if os.environ.get("TOE_SCALE_SHARES"):
+    SHARES = dict.fromkeys(SHARES, int(os.environ["TOE_SCALE_SHARES"]))
+CHUNKS = int(os.environ["TOE_SCALE_CHUNKS"]) if os.environ.get("TOE_SCALE_CHUNKS") else None  # None: = shares
 ROUNDS = int(os.environ.get("TOE_SCALE_ROUNDS", 2))
 PIPELINE = int(os.environ.get("TOE_SCALE_PIPELINE", 1))
 TIME_SCALE = float(os.environ.get("TOE_SCALE_TIME", 1.0))
@@ -127,10 +135,11 @@ def measure(task: str, w: int) -> dict:
 
     wl, ref, size, pipeline = plan(task, w)
     first = size * (pipeline + 1) if isinstance(size, int) else sum(size[:pipeline + 1])
-    streams = STREAMS[task.split("-")[0] if task.startswith("game24") else task]
+    kind = task.split("-")[0] if task.startswith("game24") else task
+    streams, shares = STREAMS[kind], SHARES[kind]
     want = LocalExecutor(pipeline_rounds=pipeline).run(ref.method(), ref.episodes, ref.llm_factory, size)
     ex = RayExecutor(workers=w, num_cpus_per_worker=0, pipeline_rounds=pipeline, startup_timeout_s=600,
-                     streams_per_worker=streams)
+                     streams_per_worker=streams, shares_per_worker=shares, chunks_per_worker=CHUNKS or shares)
     mem0 = _mem_available_gib()
     try:
         warm = size if isinstance(size, int) else size[:pipeline + 1]
@@ -150,7 +159,8 @@ def measure(task: str, w: int) -> dict:
     return {"task": task, "workers": w, "episodes": len(wl.episodes),
             "round_size": size if isinstance(size, int) else max(size),
             "rounds_planned": None if isinstance(size, int) else len(size),
-            "pipeline_rounds": pipeline, "streams_per_worker": streams,
+            "pipeline_rounds": pipeline, "streams_per_worker": streams, "shares_per_worker": shares,
+            "chunks_per_worker": CHUNKS or shares,
             "wall_s": wall, "episodes_per_s": len(wl.episodes) / wall,
             "utilization_mean": float(np.mean(util)), "utilization_min": float(np.min(util)),
             "busy_mean": float(np.mean(busy)), "busy_min": float(np.min(busy)),
@@ -176,6 +186,7 @@ def test_scaling(ray_cluster):
             print(json.dumps(row), flush=True)
     RESULTS.mkdir(exist_ok=True)
     meta = {"simulated": True, "server": SERVER, "per_worker": PER_WORKER, "streams_per_worker": STREAMS,
+            "shares_per_worker": SHARES,
             "rounds": ROUNDS,
             "game24_pipeline_rounds": PIPELINE, "cores": os.cpu_count(),
             "command": "python -m pytest benchmarks/test_scaling.py -s -p no:cacheprovider"}
@@ -189,16 +200,16 @@ def test_scaling(ray_cluster):
 
 
 def table(rows) -> str:
-    lines = ["| task | workers | round size | pipeline | streams | episodes/s | efficiency | engine util mean (min) | "
+    lines = ["| task | workers | round size | pipeline | streams | shares | episodes/s | efficiency | engine util mean (min) | "
              "engine busy mean (min) | work/busy | seqs/call | calls at once | barrier s | round overhead s | "
              "worker cores | load avg | mem avail GiB |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | "
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | "
              "---: | ---: |"]
     for r in rows:
         size = (f"leak-free: {r['rounds_planned']} rounds, max {r['round_size']}" if r.get("rounds_planned")
                 else r["round_size"])
         lines.append(f"| {r['task']} | {r['workers']} | {size} | {r['pipeline_rounds']} | "
-                     f"{r.get('streams_per_worker', 1)} | "
+                     f"{r.get('streams_per_worker', 1)} | {r.get('shares_per_worker', 1)} | "
                      f"{r['episodes_per_s']:.2f} | {r['efficiency']:.2f} | {r['utilization_mean']:.2f} "
                      f"({r['utilization_min']:.2f}) | {r['busy_mean']:.2f} ({r['busy_min']:.2f}) | "
                      f"{r.get('work_per_busy', float('nan')):.2f} | {r['seqs_per_call']:.1f} | "

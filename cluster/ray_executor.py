@@ -52,6 +52,16 @@ def _run_share(method_ref, snapshot_refs, actor, episodes):
     return actor.run.remote([method_ref], episodes, *snapshot_refs)
 
 
+def union_s(spans) -> float:
+    """Seconds covered by the union of ``(start, end)`` intervals (a worker's shares may overlap)."""
+    total, end = 0.0, float("-inf")
+    for a, b in sorted(spans):
+        if b > end:
+            total += b - max(a, end)
+            end = b
+    return total
+
+
 class RayExecutor(RoundLoop):
     """Rounds of episodes over ``workers`` Ray actors, each owning one LLM backend.
 
@@ -76,6 +86,9 @@ class RayExecutor(RoundLoop):
             a worker done with its share of round k starts on round k+1 while the others finish.
         streams_per_worker: concurrent streams each worker cuts its share into
             (:func:`engine.executor.run_streams`): several calls in flight on the worker's LLM, the same results.
+        shares_per_worker: shares each worker runs at once (a threaded actor, ``max_concurrency``); with
+            ``chunks_per_worker`` > 1 a worker whose shares finish early takes the next ones (pull-based
+            balance) while its other shares keep its engine busy. The same results.
     """
 
     name = "ray"
@@ -84,10 +97,11 @@ class RayExecutor(RoundLoop):
                  num_gpus_per_worker: float = 0.0, store_shards: int = 1, chunks_per_worker: int = 1,
                  max_restarts: int = 2, max_attempts: int = 3, init_kwargs: dict | None = None,
                  checkpoint_every: int = 1, startup_timeout_s: float = 900.0, tensor_parallel_size: int = 1,
-                 stats_path=None, pipeline_rounds: int = 0, streams_per_worker: int = 1):
+                 stats_path=None, pipeline_rounds: int = 0, streams_per_worker: int = 1, shares_per_worker: int = 1):
         super().__init__(checkpoint_every, stats_path, pipeline_rounds)
         for key, value, low in (("workers", workers, 1), ("store_shards", store_shards, 1),
                                 ("streams_per_worker", streams_per_worker, 1),
+                                ("shares_per_worker", shares_per_worker, 1),
                                 ("chunks_per_worker", chunks_per_worker, 1), ("max_restarts", max_restarts, 0),
                                 ("max_attempts", max_attempts, 1), ("tensor_parallel_size", tensor_parallel_size, 1)):
             if not isinstance(value, int) or isinstance(value, bool) or value < low:
@@ -97,6 +111,7 @@ class RayExecutor(RoundLoop):
                               f"num_gpus_per_worker={num_gpus_per_worker}")
         self.n_workers = workers
         self.streams_per_worker = streams_per_worker
+        self.shares_per_worker = shares_per_worker
         self.address = address
         self.num_cpus_per_worker = num_cpus_per_worker
         self.num_gpus_per_worker = num_gpus_per_worker
@@ -154,16 +169,18 @@ class RayExecutor(RoundLoop):
     def _worker_cls(self, index: int):
         """The actor class of worker ``index``: its own resources, or a tensor-parallel placement group."""
         cls = ray.remote(EpisodeWorker)
+        # shares_per_worker > 1: a threaded actor running that many shares at once
+        more = {"max_concurrency": self.shares_per_worker} if self.shares_per_worker > 1 else {}
         if self.tensor_parallel_size == 1:
             return cls.options(num_cpus=self.num_cpus_per_worker, num_gpus=self.num_gpus_per_worker,
-                               max_restarts=self.max_restarts, max_task_retries=0)
+                               max_restarts=self.max_restarts, max_task_retries=0, **more)
         bundle = {"CPU": self.num_cpus_per_worker}
         if self.num_gpus_per_worker:
             bundle["GPU"] = self.num_gpus_per_worker
         group = placement_group([dict(bundle) for _ in range(self.tensor_parallel_size)], strategy="STRICT_PACK")
         self._groups.append(group)
         # The actor itself holds no resources: the engine's tensor-parallel workers take the bundles.
-        return cls.options(num_cpus=0, num_gpus=0, max_restarts=self.max_restarts, max_task_retries=0,
+        return cls.options(num_cpus=0, num_gpus=0, max_restarts=self.max_restarts, max_task_retries=0, **more,
                            scheduling_strategy=PlacementGroupSchedulingStrategy(
                                group, placement_group_capture_child_tasks=True))
 
@@ -201,13 +218,14 @@ class RayExecutor(RoundLoop):
         loaded = [s.load.remote(None if shards == 1 else k, part,
                                 None if cursor is None else str(cursor.state_dir(None if shards == 1 else k)))
                   for k, (s, part) in enumerate(zip(self._active_stores, parts))]
-        if self.workers and (self._llm_factory, self._streams) != (llm_factory, self.streams_per_worker):
+        shape = (self.streams_per_worker, self.shares_per_worker)
+        if self.workers and (self._llm_factory, self._streams) != (llm_factory, shape):
             self._kill(self.workers)
             self.workers = []
         if not self.workers:
-            self.workers = [self._worker_cls(i).remote(i, llm_factory, self.streams_per_worker)
+            self.workers = [self._worker_cls(i).remote(i, llm_factory, self.streams_per_worker, self.shares_per_worker)
                             for i in range(self.n_workers)]
-            self._llm_factory, self._streams = llm_factory, self.streams_per_worker
+            self._llm_factory, self._streams = llm_factory, shape
         self._method_ref = ray.put(method)  # put once per run, fetched once by each worker
         ready, pending = ray.wait(loaded + [w.pid.remote() for w in self.workers],
                                   num_returns=len(loaded) + len(self.workers), timeout=self.startup_timeout_s)
@@ -220,9 +238,10 @@ class RayExecutor(RoundLoop):
             )
         ray.get(ready)
         self._startup_s = time.perf_counter() - t0  # process start, LLM backend build: not per-round cost
-        self.pool = EpisodePool(self.workers, self.max_restarts, self.max_attempts)
-        self._per_worker = [{"episodes": 0, "busy_s": 0.0, "cpu_s": 0.0, "llm_calls": 0}
-                            for _ in range(self.n_workers)]
+        self.pool = EpisodePool(self.workers, self.max_restarts, self.max_attempts, self.shares_per_worker)
+        # per worker: episodes, LLM calls, its shares' (start, end) wall times (busy = their union: shares
+        # may overlap) and, per process, the first and last CPU-time readings (CPU time is per process)
+        self._per_worker = [{"episodes": 0, "llm_calls": 0, "spans": [], "cpu": {}} for _ in range(self.n_workers)]
         self._server_start: dict[int, dict] = {}  # a worker's engine books at its first share of this run
         self._server_now: dict[int, dict] = {}
         self._store_apply: list[float] = []
@@ -259,25 +278,30 @@ class RayExecutor(RoundLoop):
             self._shares_left[k] -= 1
             w = self._per_worker[st["worker"]]
             w["episodes"] += st["episodes"]
-            w["busy_s"] += st["busy_s"]
-            w["cpu_s"] += st["cpu_s"]
             w["llm_calls"] += st["llm_calls"]
-            if st.get("server") is not None:
-                self._server_start.setdefault(st["worker"], st["server_before"])
-                self._server_now[st["worker"]] = st["server"]
+            w["spans"].append((st["started_at"], st["ended_at"]))
+            lo, hi = w["cpu"].get(st["pid"], (st["cpu_start"], st["cpu_end"]))
+            w["cpu"][st["pid"]] = (min(lo, st["cpu_start"]), max(hi, st["cpu_end"]))
+            if st.get("server") is not None:  # the books before the worker's first share, after its last
+                first = self._server_start.get(st["worker"])
+                if first is None or st["started_at"] < first[0]:
+                    self._server_start[st["worker"]] = (st["started_at"], st["server_before"])
+                last = self._server_now.get(st["worker"])
+                if last is None or st["ended_at"] > last[0]:
+                    self._server_now[st["worker"]] = (st["ended_at"], st["server"])
             if progress is not None:
                 progress(st["episodes"])
         shares = self._finished.pop(index)
         del self._shares_left[index]
-        out, busiest = [], {}
+        out, spans = [], {}
         self._share_refs = []
         for ref, results, st in shares:
             self._share_refs.append(ref)
             out.extend(results)
-            busiest[st["worker"]] = busiest.get(st["worker"], 0.0) + st["busy_s"]
+            spans.setdefault(st["worker"], []).append((st["started_at"], st["ended_at"]))
             for r in results:
                 self._round_of.pop(r.episode_id, None)
-        self._round_compute = max(busiest.values(), default=0.0)
+        self._round_compute = max((union_s(x) for x in spans.values()), default=0.0)
         return out
 
     def _run_round(self, index, batch, progress):
@@ -327,8 +351,9 @@ class RayExecutor(RoundLoop):
     def _worker_stats(self) -> list[dict[str, Any]]:
         retried = getattr(getattr(self, "pool", None), "retried", [0] * self.n_workers)
         now, start = getattr(self, "_server_now", {}), getattr(self, "_server_start", {})
-        return [worker_stats(f"ray-{i}", w["episodes"], w["busy_s"], w["llm_calls"], retried[i], w["cpu_s"],
-                             books_since(now.get(i), start.get(i)))
+        return [worker_stats(f"ray-{i}", w["episodes"], union_s(w["spans"]), w["llm_calls"], retried[i],
+                             sum(hi - lo for lo, hi in w["cpu"].values()),
+                             books_since(now.get(i, (0, None))[1], start.get(i, (0, None))[1]))
                 for i, w in enumerate(getattr(self, "_per_worker", []))]
 
     def _record_stats(self, timing, wall, first, n_results, finished=False):
@@ -339,3 +364,4 @@ class RayExecutor(RoundLoop):
         self.stats["startup_s"] = getattr(self, "_startup_s", 0.0)
         self.stats["retried_chunks"] = sum(w["retried_chunks"] for w in self.stats["workers"])
         self.stats["streams_per_worker"] = self.streams_per_worker
+        self.stats["shares_per_worker"] = self.shares_per_worker

@@ -22,6 +22,7 @@ so a retried share cannot be counted twice.
 from __future__ import annotations
 
 import os
+import threading
 import time
 from typing import Any, Callable, Sequence
 
@@ -29,7 +30,7 @@ import ray
 import ray.util
 
 from engine.errors import BackendError
-from engine.executor import check_streams, run_streams, server_books, stream_pool
+from engine.executor import check_streams, merge_usage, run_streams, server_books, stream_pool
 from engine.llm.base import MeteredBackend
 from engine.rounds import Episode, EpisodeResult
 
@@ -38,14 +39,17 @@ class EpisodeWorker:
     """One worker: one LLM backend for its lifetime, and the method of the current run.
 
     ``streams`` > 1: each share runs as that many concurrent streams (:func:`engine.executor.run_streams`).
+    ``shares`` > 1: the actor is created with ``max_concurrency = shares`` and runs that many shares at
+    once, each in its own actor thread, all on the one backend (up to ``streams x shares`` calls in flight).
     """
 
-    def __init__(self, index: int, llm_factory: Callable[[], Any], streams: int = 1):
+    def __init__(self, index: int, llm_factory: Callable[[], Any], streams: int = 1, shares: int = 1):
         self.index = index
         self.llm = MeteredBackend(llm_factory(), by_episode=False)  # built once (a vLLM engine loads for minutes); totals
-        check_streams(self.llm, streams)
+        check_streams(self.llm, streams * shares)
         self.streams = streams
-        self._pool = stream_pool(streams)
+        self._pool = stream_pool(streams * shares) if streams > 1 else None
+        self._lock = threading.Lock()  # the worker's meter, for shares that end at once
         self.method = None
         self._method_key = None
 
@@ -56,21 +60,25 @@ class EpisodeWorker:
         ``method_ref`` is ``[ObjectRef]`` of the run's method (nested, so Ray does not
         resolve it per call): fetched on the first share of a run, or after a restart.
         The method brings code and config; experience is read only from the snapshot.
+        The share meters its own calls (shares may run at once) and adds them to the worker's meter.
         """
         t0, c0, started = time.perf_counter(), time.process_time(), time.time()
         key = method_ref[0].hex()
         if key != self._method_key:
             self.method, self._method_key = ray.get(method_ref[0]), key
-        calls0 = self.llm.meter.total.calls
         server0 = server_books(self.llm)
         if len(snapshot_parts) == 1:
             snapshot = snapshot_parts[0]
         else:
             snapshot = self.method.merge_snapshots(snapshot_parts)
-        results = run_streams(self.method, snapshot, list(episodes), self.llm, self.streams, self._pool)
+        meter = MeteredBackend(self.llm.backend, by_episode=False)
+        results = run_streams(self.method, snapshot, list(episodes), meter, self.streams, self._pool)
+        with self._lock:
+            merge_usage(self.llm.meter, meter.meter)
         stats = {"worker": self.index, "episodes": len(episodes), "busy_s": time.perf_counter() - t0,
-                 "cpu_s": time.process_time() - c0, "llm_calls": self.llm.meter.total.calls - calls0,
-                 "pid": os.getpid(), "started_at": started, "ended_at": time.time()}
+                 "cpu_s": time.process_time() - c0, "cpu_start": c0, "cpu_end": time.process_time(),
+                 "llm_calls": meter.meter.total.calls, "pid": os.getpid(), "started_at": started,
+                 "ended_at": time.time()}
         if server0 is not None:  # a modelled engine (llm.backend = "server_model"): its books before and after
             stats["server_before"], stats["server"] = server0, server_books(self.llm)
         return results, stats
@@ -87,9 +95,11 @@ class EpisodeWorker:
 class EpisodePool:
     """``ray.util.ActorPool`` conventions plus resubmission of shares whose actor died."""
 
-    def __init__(self, actors: Sequence["ray.actor.ActorHandle"], max_restarts: int = 2, max_attempts: int = 3):
+    def __init__(self, actors: Sequence["ray.actor.ActorHandle"], max_restarts: int = 2, max_attempts: int = 3,
+                 slots: int = 1):
         self._actors = list(actors)
-        self._idle: list[int] = list(range(len(self._actors)))  # actor indices, FIFO
+        self.slots = slots  # shares an actor runs at once (its max_concurrency): it is idle that many times over
+        self._idle: list[int] = list(range(len(self._actors))) * slots  # actor indices, one per free slot, FIFO
         self._future_to_task: dict[Any, tuple[int, Any, Callable, int]] = {}
         self._pending: list[tuple[Callable, Any, int]] = []
         self._failures = [0] * len(self._actors)
@@ -111,11 +121,16 @@ class EpisodePool:
 
         Without it the idle list keeps the order in which actors finished their last
         share, so a round's i-th share lands on a different worker from run to run.
-        With it, share i of a round goes to worker i whenever the workers start the
+        With it, share i of a round goes to worker i (with several slots, shares
+        W .. 2W-1 go to the workers' second slots, and so on) whenever the workers start the
         round idle: the same episodes meet the same worker's per-process caches
         (memo tables, an engine's prefix cache) when a workload is rerun.
         """
-        self._idle.sort()
+        seen: dict[int, int] = {}
+        for i in self._idle:
+            seen[i] = seen.get(i, 0) + 1
+        # every actor's first free slot in index order, then every second one, ...: a round's first shares spread
+        self._idle = [i for rank in range(max(seen.values(), default=0)) for i in sorted(seen) if seen[i] > rank]
 
     def has_next(self) -> bool:
         return bool(self._future_to_task) or bool(self._pending)
@@ -137,7 +152,7 @@ class EpisodePool:
             try:
                 result = ray.get(future)
             except ray.exceptions.RayActorError as exc:
-                self._failures[i] += 1
+                self._failures[i] += 1 / self.slots  # one death loses up to ``slots`` shares at once
                 self.retried[i] += 1
                 if self._failures[i] <= self.max_restarts:
                     self._idle.append(i)  # Ray restarts it; later calls queue on the new process

@@ -149,10 +149,12 @@ def progress_bar(total: int, enabled: bool = True, desc: str = "episodes", round
     if not isinstance(round_size, (int, np.integer)) or round_size > 0:
         ends = np.cumsum(round_sizes(total, round_size))
         update = bar.update
+        finished = [0]  # episodes (a disabled bar does not count them)
 
         def update_with_rounds(n: int = 1):
             update(n)
-            done = int(np.searchsorted(ends, bar.n, side="right"))
+            finished[0] += n
+            done = int(np.searchsorted(ends, finished[0], side="right"))
             bar.set_postfix_str(f"rounds {done}/{len(ends)}", refresh=False)
 
         bar.update = update_with_rounds
@@ -579,12 +581,13 @@ class ClusterConfig:
     startup_timeout_s: float = 900.0
     pipeline_rounds: int = 0  # rounds in flight beyond the one collected (RoundLoop); changes results
     streams_per_worker: int = 1  # concurrent streams a worker cuts its share into (run_streams); same results
+    shares_per_worker: int = 1  # shares a Ray worker runs at once (pull-based balance); same results
 
     def __post_init__(self):
         check(self.num_cpus_per_worker >= 0, f"cluster.num_cpus_per_worker must be >= 0, got {self.num_cpus_per_worker}")
         check(self.num_gpus_per_worker >= 0, f"cluster.num_gpus_per_worker must be >= 0, got {self.num_gpus_per_worker}")
         for key in ("tensor_parallel_size", "store_shards", "chunks_per_worker", "max_attempts", "checkpoint_every",
-                    "streams_per_worker"):
+                    "streams_per_worker", "shares_per_worker"):
             check(getattr(self, key) >= 1, f"cluster.{key} must be >= 1, got {getattr(self, key)}")
         check(self.max_restarts >= 0, f"cluster.max_restarts must be >= 0, got {self.max_restarts}")
         check(self.pipeline_rounds >= 0, f"cluster.pipeline_rounds must be >= 0, got {self.pipeline_rounds}")

@@ -246,3 +246,16 @@ def test_a_refused_apply_fails_the_run_even_when_no_checkpoint_waits_for_it(two_
             ex.run(m, EPISODES, ToyLLMFactory(), ROUND)
         assert len(m.ledger) == 0  # the driver's method took nothing from the failed run
         assert not ex.workers and not ex.stores
+
+
+def test_a_worker_with_several_slots_is_idle_once_per_slot_and_busy_time_is_a_union():
+    """No cluster needed: the pool's slot order and the busy-time union of overlapping shares."""
+    from cluster.ray_executor import union_s
+    from cluster.workers import EpisodePool
+
+    pool = EpisodePool(["a", "b", "c"], slots=2)
+    pool._idle = [2, 0, 2, 1, 0, 1]  # the order the slots freed up in
+    pool.sort_idle()
+    assert pool._idle == [0, 1, 2, 0, 1, 2]  # a round's first three shares go to three workers
+    assert union_s([(0.0, 2.0), (1.0, 3.0), (5.0, 6.0)]) == 4.0
+    assert union_s([(0.0, 4.0), (1.0, 2.0)]) == 4.0 and union_s([]) == 0.0

@@ -1,4 +1,7 @@
-"""Ray workers with streams (``streams_per_worker`` 2 and 4): the local executor's records for three tasks."""
+"""Ray workers with streams (``streams_per_worker`` 2 and 4) and several shares at once (``shares_per_worker``):
+the local executor's records for three tasks (Prophet Arena twice: one round, and MemRL's leak-free rounds)."""
+
+import time
 
 import pytest
 
@@ -8,22 +11,30 @@ import stream_workloads as SW  # noqa: E402
 from cluster.ray_executor import RayExecutor  # noqa: E402
 from engine.executor import LocalExecutor  # noqa: E402
 
-pytestmark = [pytest.mark.ray, pytest.mark.slow]  # ~70 s: two executors x three tasks
+pytestmark = [pytest.mark.ray, pytest.mark.slow]  # ~100 s: three Ray settings x four workloads
 
 
 def test_ray_workers_with_streams_equal_the_local_executor(ray_cluster, tmp_path):
-    workloads = [SW.game24("toe", 16), SW.finance("Pipe+ToE"), SW.prophet_arena(tmp_path / "pa", "full_text")]
+    workloads = [SW.game24("toe", 16), SW.finance("Pipe+ToE"), SW.prophet_arena(tmp_path / "pa", "full_text"),
+                 SW.prophet_arena(tmp_path / "pa-memrl", "memrl")]
+    assert isinstance(workloads[3][4], list)  # a round plan
     want = {}
     for name, make_method, episodes, llm_factory, size in workloads:
         ex = LocalExecutor()
         want[name] = (SW.plain(ex.run(make_method(), episodes, llm_factory, size)), ex.stats["workers"][0]["llm_calls"])
-    for streams in (2, 4):
-        ex = RayExecutor(workers=2, num_cpus_per_worker=0.5, streams_per_worker=streams)
+    for streams, shares, chunks in ((2, 1, 1), (4, 1, 1), (2, 2, 4)):
+        ex = RayExecutor(workers=2, num_cpus_per_worker=0.5, streams_per_worker=streams, shares_per_worker=shares,
+                         chunks_per_worker=chunks)
         try:
             for name, make_method, episodes, llm_factory, size in workloads:
+                t0 = time.perf_counter()
                 got = SW.plain(ex.run(make_method(), episodes, llm_factory, size))
-                assert got == want[name][0], f"{name}: Ray with {streams} streams differs from local"
+                wall = time.perf_counter() - t0
+                setting = f"{streams} streams, {shares} shares at once, {chunks} chunks per worker"
+                assert got == want[name][0], f"{name}: Ray with {setting} differs from local"
                 assert sum(w["llm_calls"] for w in ex.stats["workers"]) == want[name][1], name
-                assert ex.stats["streams_per_worker"] == streams
+                assert ex.stats["streams_per_worker"] == streams and ex.stats["shares_per_worker"] == shares
+                # busy time is the union of a worker's shares: never more than the run's wall time
+                assert all(0 < w["busy_s"] <= wall for w in ex.stats["workers"] if w["episodes"]), name
         finally:
             ex.close()

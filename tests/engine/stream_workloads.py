@@ -52,7 +52,8 @@ def finance(method: str = "Pipe+ToE"):
 
 
 def prophet_arena(folder: Path, method: str = "full_text"):
-    """Prophet Arena on a 6-question folder written by the forecast tests' helpers; all questions in one round."""
+    """Prophet Arena on a 6-question folder written by the forecast tests' helpers; the task's rounds (all
+    questions in one round without experience, leak-free rounds with MemRL's experience track)."""
     from engine.forecast.task import ProphetArenaTask
 
     spec_ = importlib.util.spec_from_file_location("forecast_conftest", ROOT / "tests/engine/forecast/conftest.py")
@@ -69,7 +70,7 @@ def prophet_arena(folder: Path, method: str = "full_text"):
     spec = _pick(task, exp, method)
     eps = task.episodes(exp, spec)
     return (f"prophet-arena-{method}", lambda: task.make_method(exp, spec), eps, task.llm_factory(exp, spec),
-            max(len(eps), 1))
+            task.round_size(exp, spec))
 
 
 def plain(results) -> str:

@@ -17,7 +17,7 @@ from toy_harness import ToyLLMFactory, ToyMethod, toy_episodes, with_harness_pat
 from engine.checkpoint import RoundCheckpoints, fingerprint
 from engine.errors import ConfigError, InputError, MissingExtraError, PersistenceError
 from engine.executor import (
-    ClusterConfig, LocalExecutor, cluster_config, freeze, make_executor, progress_bar, rounds,
+    ClusterConfig, LocalExecutor, cluster_config, freeze, make_executor, progress_bar, round_sizes, rounds,
 )
 from engine.rounds import Episode
 
@@ -176,6 +176,41 @@ def test_snapshot_is_read_only():
 
 
 # --- bad input ---------------------------------------------------------------------------------
+
+def by_plan(episodes, plan):
+    """Reference for a round plan: every episode of a round reads the round-start snapshot."""
+    method, llm = ToyMethod(), ToyLLMFactory()()
+    out, start = [], 0
+    for size in plan:
+        snap = method.snapshot()
+        res = [method.run_episodes(snap, [e], llm)[0] for e in episodes[start:start + size]]
+        method.apply(res)
+        out.extend(res)
+        start += size
+    return method, out
+
+
+def test_a_round_plan_runs_rounds_of_its_sizes(tmp_path):
+    plan = [1, 5, 2, 9, 7]
+    m, r, ex = run_local(round_size=plan)
+    assert_same_run((m, r), by_plan(EPISODES, plan)) and ex.stats["rounds"] == 5
+    assert round_sizes(24, 10) == [10, 10, 4] and round_sizes(24, (24,)) == [24]
+    # a plan is part of the run's identity: a checkpoint of another plan is refused
+    run_local(round_size=plan, checkpoint_dir=tmp_path)
+    with pytest.raises(PersistenceError, match="belongs to another run"):
+        run_local(round_size=[1, 5, 2, 9, 6, 1], checkpoint_dir=tmp_path)
+    assert fingerprint("m", EPISODES, 4) != fingerprint("m", EPISODES, [4] * 6)
+    with progress_bar(24, enabled=False, round_size=plan) as bar:
+        bar.update(6)
+        assert "rounds 2/5" in str(bar.postfix)
+
+
+@pytest.mark.parametrize("plan, why", [([1, 5, 2], "summing to 8"), ([24, 0], "bad sizes \\[0\\]"),
+                                       ([12.0, 12], "bad sizes"), ([True] * 24, "bad sizes")])
+def test_bad_round_plans_name_what_is_wrong(plan, why):
+    with pytest.raises(ConfigError, match=f"integers >= 1 summing to the 24 episodes.*{why}"):
+        run_local(round_size=plan)
+
 
 def test_bad_round_size():
     with pytest.raises(ConfigError, match="round_size must be >= 1, got 0"):
