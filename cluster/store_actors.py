@@ -45,8 +45,11 @@ class StoreOwner:
         return os.getpid()
 
     def snapshot(self) -> dict:
-        """The shard's read-only arrays for one round (stored once in the object store)."""
-        return self.method.snapshot()
+        """The shard's read-only arrays for one round (stored once in the object store). Ray stores a
+        task's return value before this actor runs its next task, so a method's zero-copy views
+        (:class:`engine.rounds.ViewSnapshots`) are serialized before any apply changes them."""
+        views = getattr(self.method, "snapshot_views", None)
+        return views() if views is not None else self.method.snapshot()
 
     def apply(self, round_index: int, results: Sequence[EpisodeResult], staging: str | None) -> dict[str, Any]:
         """Apply one round's results (sorted by episode id) and checkpoint the shard into ``staging``."""

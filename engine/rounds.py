@@ -96,6 +96,19 @@ class Checkpointable(Protocol):
     def load_state(self, directory: Path) -> None: ...
 
 
+class ViewSnapshots(Protocol):
+    """A method whose snapshot can also come as zero-copy views of its live arrays.
+
+    ``snapshot()`` must return arrays that later ``apply`` calls never change (the local
+    executor keeps old snapshots with ``pipeline_rounds``). An executor that serializes the
+    snapshot before the next ``apply`` (Ray's store owner: a task's return value is stored
+    before the actor runs its next task) calls ``snapshot_views()`` instead when the method
+    has it, and skips one full copy of the store per round.
+    """
+
+    def snapshot_views(self) -> Snapshot: ...
+
+
 class Shardable(Protocol):
     """A method whose experience splits by subtree across several store owners.
 

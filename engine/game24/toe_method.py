@@ -299,6 +299,10 @@ class ToEHooks:
     def snapshot(self) -> dict[str, np.ndarray]:
         return self.exp.snapshot()
 
+    def snapshot_views(self) -> dict[str, np.ndarray]:
+        """Zero-copy views of the store (:class:`engine.rounds.ViewSnapshots`)."""
+        return self.exp.snapshot(copy=False)
+
     def reader(self, snapshot) -> ToEReader:
         return ToEReader(snapshot, self.config, self.n_evaluate)
 

@@ -224,11 +224,12 @@ class ToEStore:
         return n_after - n_before
 
     # -- reads -------------------------------------------------------------------------------
-    def snapshot(self) -> dict[str, np.ndarray]:
-        """The store's snapshot (copies) plus the side columns as ``toe_<name>`` (read-only)."""
-        snap = self.store.snapshot(copy=True)
+    def snapshot(self, copy: bool = True) -> dict[str, np.ndarray]:
+        """The store's snapshot plus the side columns as ``toe_<name>`` (read-only): copies, or with
+        ``copy=False`` zero-copy views that see later in-place updates (for a snapshot serialized at once)."""
+        snap = self.store.snapshot(copy=copy)
         for k, v in self.side.items():
-            a = v.copy()
+            a = v.copy() if copy else v.view()
             a.flags.writeable = False
             snap[PREFIX + k] = a
         return snap

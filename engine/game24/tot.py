@@ -556,7 +556,14 @@ class ToTMethod:
         self.value_cache = RunValueCache()  # the run-wide cache (value_cache = "run"), grown in apply()
 
     def snapshot(self):
-        snap = dict(self.hooks.snapshot())
+        return self._snapshot(self.hooks.snapshot)
+
+    def snapshot_views(self):
+        """:meth:`snapshot` without copying the experience (:class:`engine.rounds.ViewSnapshots`)."""
+        return self._snapshot(getattr(self.hooks, "snapshot_views", self.hooks.snapshot))
+
+    def _snapshot(self, experience):
+        snap = dict(experience())
         if self.config.value_cache == "run":
             snap[VC_KEYS], snap[VC_VALUES] = self.value_cache.keys, self.value_cache.values
         return snap

@@ -284,3 +284,16 @@ def test_precomputed_tree_seeds_the_store(tmp_path):
         make_toe_method(toe_config=ToEConfig(precomputed=str(tmp_path / "missing")))
     with pytest.raises(ConfigError, match="toe.precomputed must be"):
         ToEConfig(precomputed=3)
+
+
+def test_snapshot_views_equal_the_snapshot_and_share_its_memory():
+    """``snapshot_views`` (what Ray's store owner serializes): the same arrays as ``snapshot``, no copy made."""
+    method = make_toe_method(toe_config=ToEConfig(mode="supply"))
+    _learn(method.hooks, [_trace(0, (4, 9, 10, 13), SOLUTION)])
+    snap, views = method.snapshot(), method.snapshot_views()
+    assert snap.keys() == views.keys()
+    for k in snap:
+        same = np.array_equal(snap[k], views[k], equal_nan=snap[k].dtype.kind == "f")
+        assert same and not views[k].flags.writeable, k
+    block = method.hooks.store._block  # the reliability/counter block the updates write in place
+    assert np.shares_memory(views["block"], block) and not np.shares_memory(snap["block"], block)
