@@ -14,8 +14,9 @@ run in *rounds* of ``round_size``:
    the round, sorted by ``episode_id``; updates are keyed by episode id and
    applied exactly once.
 
-Round size 1 is exactly the sequential run. Within a round, episodes do not see
-each other's experience (staleness of at most ``round_size - 1`` episodes).
+A run may also give each round's size (a plan, e.g. forecasting's leak-free
+rounds). Round size 1 is exactly the sequential run. Within a round, episodes do
+not see each other's experience (staleness of at most ``round_size - 1`` episodes).
 
 Arrays may arrive read-only: the snapshot given to ``run_episodes`` always is
 (zero-copy views of Ray's object store; the local executor freezes them too),

@@ -76,8 +76,9 @@ class Task(Protocol):
         """The run's episode stream (ids strictly increasing)."""
         ...
 
-    def round_size(self, exp, run: RunSpec) -> int:
-        """Episodes per round for ``run`` (a round's episodes read one snapshot)."""
+    def round_size(self, exp, run: RunSpec) -> int | list[int]:
+        """Episodes per round for ``run`` (a round's episodes read one snapshot), or each round's size in
+        order (a plan covering the stream, e.g. forecasting's leak-free rounds)."""
         ...
 
     def llm_factory(self, exp, run: RunSpec) -> Callable[[], Any]:

@@ -1,5 +1,6 @@
 """Leak-free rounds of the forecasting experience track: planned ahead, run in parallel, the sequential records."""
 
+import json
 import math
 from dataclasses import replace
 
@@ -70,7 +71,7 @@ def test_leak_free_rounds_give_the_sequential_records_for_any_split(tmp_path, ex
     want = LocalExecutor().run(ref, alone, factory, round_size=1)
     sources = set(ref.track.memory.snapshot()["mem_source"].tolist())
     assert sources == ({"llm"} if extraction == "llm" else {"rule"})  # the releases observed by the LLM, or by rule
-    seen = [len(eval(r.record["experience_visible"])) for r in want]
+    seen = [len(json.loads(r.record["experience_visible"])) for r in want]
     assert seen == [0, 0, 0, 1, 2, 2, 3, 4, 4]  # each question sees the outcomes resolved before its cutoff
     for streams in (1, 2, 3):
         method = task.make_method(exp, run)
