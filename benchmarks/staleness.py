@@ -10,8 +10,9 @@ SIMULATED policies only (seeded test harnesses, not models): the figures say how
 * Finance, Pipe+ToE (``configs/finance-synthetic.toml``, seed 0, 300 days x 8 industries): the task's
   round is one trading day (8 episodes); here ``round_size`` runs 1 (industry by industry) .. 2,400 (the
   whole stream): tsIC of the exploitation period at each horizon. (``pipeline_rounds`` is not used:
-  Pipe+ToE resolves delayed feedback inside the episodes, and a snapshot older than the previous
-  round makes it resolve an entry twice, which its store refuses with StoreError.)
+  Pipe+ToE's episodes write hits, merges and feedback against their snapshot's rows, and a snapshot
+  older than the previous round lands them on rows changed since, which its store refuses with
+  StoreError; see docs/cluster.md.)
 * Prophet Arena, MemRL (``configs/prophet-arena.toml``, every category, every held-out question):
   the experience track in cutoff order, one question per round (the sequential run) or in its
   leak-free rounds (the task's own plan: a round ends before any outcome would resolve, so the
