@@ -9,10 +9,8 @@ SIMULATED policies only (seeded test harnesses, not models): the figures say how
   which learns nothing, is the floor.
 * Finance, Pipe+ToE (``configs/finance-synthetic.toml``, seed 0, 300 days x 8 industries): the task's
   round is one trading day (8 episodes); here ``round_size`` runs 1 (industry by industry) .. 2,400 (the
-  whole stream): tsIC of the exploitation period at each horizon. (``pipeline_rounds`` is not used:
-  Pipe+ToE's episodes write hits, merges and feedback against their snapshot's rows, and a snapshot
-  older than the previous round lands them on rows changed since, which its store refuses with
-  StoreError; see docs/cluster.md.)
+  whole stream), and day-sized and larger rounds with ``pipeline_rounds = 1``: tsIC of the
+  exploitation period at each horizon.
 * Prophet Arena, MemRL (``configs/prophet-arena.toml``, every category, every held-out question):
   the experience track in cutoff order, one question per round (the sequential run) or in its
   leak-free rounds (the task's own plan: a round ends before any outcome would resolve, so the
@@ -45,7 +43,8 @@ OUT = W.ROOT / "docs" / "results" / "staleness"
 # (round_size, pipeline_rounds): round sizes 1 .. the whole stream, and the pipelined settings of the scaling study
 GAME24_CONFIGS = [(1, 0), (5, 0), (25, 0), (50, 0), (100, 0), (400, 0), (25, 1), (64, 1), (128, 1)]
 TASKS = os.environ.get("TOE_STALENESS_TASKS", "game24,finance,prophet-arena").split(",")
-FIN_ROUNDS = [1, 8, 16, 40, 200, 2400]
+# (round_size, pipeline_rounds): round sizes 1 .. the whole stream, and pipelined days
+FIN_CONFIGS = [(1, 0), (8, 0), (16, 0), (40, 0), (200, 0), (2400, 0), (8, 1), (32, 1), (128, 1)]
 # (rounds, pipeline_rounds): "one" = one question per round, "plan" = the task's leak-free rounds
 PA_CONFIGS = [("one", 0), ("one", 1), ("one", 3), ("one", 7), ("plan", 0), ("plan", 1), ("plan", 3), ("plan", 7),
               ("plan", 11)]
@@ -81,11 +80,11 @@ def game24_rows():
 def finance_rows():
     rows = []
     wl = W.finance("Pipe+ToE")
-    for size in FIN_ROUNDS:
-        out, wall = _run(wl, min(size, len(wl.episodes)))
+    for size, p in FIN_CONFIGS:
+        out, wall = _run(wl, min(size, len(wl.episodes)), p)
         tsic = {f"h{r['horizon']}": r["tsIC"] for r in out if r.get("period") == "Exploitation"}
-        rows.append({"task": "finance", "method": "Pipe+ToE", "round_size": size, "pipeline_rounds": 0,
-                     "in_flight": size, "tsIC": tsic, "wall_s": wall})
+        rows.append({"task": "finance", "method": "Pipe+ToE", "round_size": size, "pipeline_rounds": p,
+                     "in_flight": size * (p + 1), "tsIC": tsic, "wall_s": wall})
         print(rows[-1], flush=True)
     return rows
 
@@ -129,10 +128,10 @@ def markdown(rows) -> str:
               f"{r['accuracy']:.3f} | {r['calls']:.1f} |" for r in g]
     if f:
         hs = list(f[0]["tsIC"])
-        lines += ["", "| Finance | round size (8 = one day, the task's) | "
+        lines += ["", "| Finance | round size (8 = one day, the task's) | pipeline_rounds | episodes in flight | "
                       + " | ".join(f"tsIC {h} (exploitation)" for h in hs) + " |",
-                  "| --- | ---: | " + " | ".join("---:" for _ in hs) + " |"]
-        lines += [f"| Pipe+ToE | {r['round_size']} | "
+                  "| --- | ---: | ---: | ---: | " + " | ".join("---:" for _ in hs) + " |"]
+        lines += [f"| Pipe+ToE | {r['round_size']} | {r.get('pipeline_rounds', 0)} | {r['in_flight']} | "
                   + " | ".join(f"{r['tsIC'][h]:.4f}" for h in hs) + " |" for r in f]
     if p:
         lines += ["", "| Prophet Arena MemRL | rounds | pipeline_rounds | questions in flight, mean (max) | "
@@ -163,11 +162,15 @@ def plot(rows, path: Path) -> None:
     ax.set(xscale="log", xlabel="episodes in flight (round size x (pipeline_rounds+1))",
            ylabel="test accuracy", title="Game of 24 [SIMULATED]")
     ax.legend(fontsize=8)
-    f = [r for r in rows if r["task"] == "finance"]
+    f = [r for r in rows if r["task"] == "finance" and not r.get("pipeline_rounds")]
+    fp = [r for r in rows if r["task"] == "finance" and r.get("pipeline_rounds")]
     ax = axes[1]
     for h in (f[0]["tsIC"] if f else []):
-        ax.plot([r["in_flight"] for r in f], [r["tsIC"][h] for r in f], "o-", label=h)
-    ax.set(xscale="log", xlabel="round size (8 = one trading day)", ylabel="tsIC (exploitation)",
+        line, = ax.plot([r["in_flight"] for r in f], [r["tsIC"][h] for r in f], "o-", label=h)
+        ax.plot([r["in_flight"] for r in fp], [r["tsIC"][h] for r in fp], "s", color=line.get_color(),
+                label=f"{h}, pipeline_rounds=1")
+    ax.set(xscale="log", xlabel="episodes in flight (round size x (pipeline_rounds+1); 8 = one day)",
+           ylabel="tsIC (exploitation)",
            title="Finance Pipe+ToE [SIMULATED]")
     ax.legend(fontsize=8)
     ax = axes[2]

@@ -10,9 +10,8 @@ a 2-core machine. Per task and worker count W (weak scaling: the episodes in fli
   workers with ``pipeline_rounds = 1``, the largest setting the staleness table prices at <= 1
   point), ``ROUNDS`` rounds, each worker's share in ``STREAMS`` streams (2: one puzzle each);
 * finance Pipe+ToE: rounds of ``PER_WORKER x W`` episodes (4 per worker; a trading day is 8
-  episodes, one per industry: half a day at 1 worker, 16 days at 32, within 0.01 tsIC of the
-  day-sized round; Pipe+ToE does not take ``pipeline_rounds``, see benchmarks/staleness.py),
-  each worker's share in 4 streams (one episode each);
+  episodes, one per industry: half a day at 1 worker, 16 days at 32) with ``pipeline_rounds = 1`` (``TOE_SCALE_FIN_PIPELINE``; 256 in flight at 32
+  workers, priced by the staleness table), each worker's share in 4 streams (one episode each);
 * Prophet Arena MemRL: the task's leak-free rounds (a round ends before any outcome would resolve:
   84 questions in 29 rounds, the sequential records), ``pipeline_rounds = ceil(W / 2.9) - 1`` keeps
   about W questions in flight, at most 7 (24 in flight: the staleness table's 0.01 Brier budget); the first ``max(2 W, 8) x 3`` questions (all 84 from 16 workers on).
@@ -78,6 +77,8 @@ TIME_SCALE = float(os.environ.get("TOE_SCALE_TIME", 1.0))
 STORES = [int(x) for x in os.environ.get("TOE_SCALE_STORES", "100000,1000000,10000000").split(",")]
 SERVER = {"reference": "llama3.1-8b-h100", "time_scale": TIME_SCALE}
 RESULTS = Path(__file__).parent / "results"
+# finance: rounds of 4 W episodes with one more in flight (256 at 32 workers: the staleness table's (128, 1) row)
+FIN_PIPELINE = int(os.environ.get("TOE_SCALE_FIN_PIPELINE", 1))
 # Prophet Arena: the most pipelined leak-free rounds the staleness table prices within 0.01 Brier (24 in flight)
 PA_PIPELINE_MAX = 7
 
@@ -114,7 +115,7 @@ def plan(task: str, w: int):
         wl.episodes = wl.episodes[:ROUNDS * size]
         ref = W.finance("Pipe+ToE", None, days)
         ref.episodes = ref.episodes[:len(wl.episodes)]
-        return wl, ref, size, 0
+        return wl, ref, size, FIN_PIPELINE
     if task == "prophet-arena":  # the task's leak-free rounds (2.9 questions on average), about W in flight
         wl, ref = W.prophet_arena("memrl", SERVER), W.prophet_arena("memrl", None)
         mean = len(wl.episodes) / len(wl.default_round)

@@ -63,6 +63,7 @@ from engine.finance.config import ToEConfig
 from engine.finance.methods import FinanceMethod, StreamContext, _stats_for
 from engine.llm import structured as S
 from engine.rounds import EpisodeResult
+from engine.errors import StoreError
 from engine.store import ExperienceStore, normalized_key
 from kernels import store_tree as KT
 
@@ -652,8 +653,14 @@ class PipeToE(FinanceMethod):
         ups = [r.updates for r in results]
         fb = [u for u in ups if u["fb_entries"].size]
         if fb:  # LLM-based updater, eq. (10), entry order
-            st.resolve(np.concatenate([np.asarray(u["fb_entries"], np.int64) for u in fb]),
-                       rewards=np.concatenate([np.asarray(u["fb_deltas"], np.float64) for u in fb]),
+            entries = np.concatenate([np.asarray(u["fb_entries"], np.int64) for u in fb])
+            if (st.ledger.column("status")[entries] != 0).any():  # checked before anything changes
+                raise StoreError(
+                    f"{self.name}: this round's episodes resolved feedback entries that an earlier round had "
+                    f"resolved: they read a snapshot older than the previous barrier (cluster.pipeline_rounds > 0). "
+                    f"The LLM update rule resolves feedback inside its episodes, so it needs "
+                    f"cluster.pipeline_rounds = 0 (use a larger round size instead)")
+            st.resolve(entries, rewards=np.concatenate([np.asarray(u["fb_deltas"], np.float64) for u in fb]),
                        rule="delta")
         industry = [int(r.record["industry"]) for r in results]
         self._add_routes(ups, industry)
@@ -690,8 +697,8 @@ class PipeToE(FinanceMethod):
             return refs[mask]
 
         rec = rows_of("recall", "proposal_recall")
-        if rec.size:
-            st.record_recall(rec)
+        if rec.size:  # canonical: a pipelined round (older snapshot) may recall a row merged since
+            st.record_recall(st.canonical(rec))
         for k, d, t in zip(rows_of("merge_keep").tolist(), rows_of("merge_drop").tolist(),
                            rows_of("merge_into").tolist()):
             self._merge_rows(k, d, t)

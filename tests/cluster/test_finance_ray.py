@@ -69,3 +69,23 @@ def test_local_and_ray_with_2_workers_give_identical_records(ray_cluster, tmp_pa
     assert json.dumps(records["local"]) == json.dumps(records["ray"])  # NaN (no news) compares equal as text
     rows = {k: task.summarize(fin, v, {}).rows for k, v in records.items()}
     assert rows["local"] == rows["ray"] and len(rows["local"]) == 6 * 3 * 2
+
+
+def test_pipelined_pipe_toe_on_ray_equals_local(ray_cluster):
+    """``pipeline_rounds = 1`` (a day reads the store of two days before): the same records and store on both."""
+    task = FinanceTask()
+    fin = task.parse({**TINY, "methods": ["Pipe+ToE"]}, SimpleNamespace(config_path=Path("fin.toml")))
+    (spec,) = task.runs(fin)
+    got = {}
+    for kind, ex in (("local", LocalExecutor(pipeline_rounds=1)),
+                     ("ray", RayExecutor(workers=2, num_cpus_per_worker=0.5, pipeline_rounds=1))):
+        method = task.make_method(fin, spec)
+        try:
+            results = ex.run(method, task.episodes(fin, spec), task.llm_factory(fin, spec),
+                             round_size=task.round_size(fin, spec))
+        finally:
+            ex.close()
+        got[kind] = (json.dumps([r.record for r in results]), _state(method))
+    assert got["local"][0] == got["ray"][0]
+    for k in got["local"][1]:
+        np.testing.assert_array_equal(got["local"][1][k], got["ray"][1][k], err_msg=k)

@@ -180,3 +180,29 @@ def test_checkpoint_state_round_trips(small_market, embedder, tmp_path):
     np.testing.assert_array_equal(a.route, b.route)
     np.testing.assert_array_equal(a.store.ledger.column("status"), b.store.ledger.column("status"))
     assert b.store.n_experiences == a.store.n_experiences
+
+
+def test_pipelined_rounds_run_the_formula_rule_and_refuse_the_llm_rule(small_market, embedder):
+    """``pipeline_rounds = 1``: a day reads the store of two days before. The formula rule resolves feedback at
+    the barrier, so it runs (deterministic, each entry resolved once, hits never above recalls); the LLM rule
+    resolves inside the episodes and is refused at the first barrier that would resolve an entry twice,
+    before anything changes."""
+    from engine.errors import StoreError
+
+    days, n = eval_days(small_market), small_market.n_industries
+
+    def run(update, depth):
+        method = _method(small_market, embedder, days, update=update)
+        out = LocalExecutor(pipeline_rounds=depth).run(method, stream_episodes(days, n, 0),
+                                                       lambda: simulated_backend(0), round_size=n)
+        return method, [{k: v for k, v in r.record.items() if not k.endswith("_s")} for r in out]
+
+    (m1, a), (_, b), (_, seq) = run("formula", 1), run("formula", 1), run("formula", 0)
+    assert json.dumps(a) == json.dumps(b) and json.dumps(a) != json.dumps(seq)  # deterministic; staleness is real
+    st, led = m1.store, m1.store.ledger
+    assert np.all(st.hit <= st.recall)
+    assert np.all(led.column("status")[led.column("due") <= days[-1]] == APPLIED)
+    method = _method(small_market, embedder, days, update="llm")
+    ex = LocalExecutor(pipeline_rounds=1)
+    with pytest.raises(StoreError, match="LLM update rule resolves feedback inside its episodes.*pipeline_rounds = 0"):
+        ex.run(method, stream_episodes(days, n, 0), lambda: simulated_backend(0), round_size=n)
