@@ -64,7 +64,7 @@ from engine.finance.methods import FinanceMethod, StreamContext, _stats_for
 from engine.llm import structured as S
 from engine.rounds import EpisodeResult
 from engine.errors import StoreError
-from engine.store import ExperienceStore, normalized_key
+from engine.store import PENDING, ExperienceStore, normalized_key
 from kernels import store_tree as KT
 
 
@@ -654,7 +654,7 @@ class PipeToE(FinanceMethod):
         fb = [u for u in ups if u["fb_entries"].size]
         if fb:  # LLM-based updater, eq. (10), entry order
             entries = np.concatenate([np.asarray(u["fb_entries"], np.int64) for u in fb])
-            if (st.ledger.column("status")[entries] != 0).any():  # checked before anything changes
+            if (st.ledger.column("status")[entries] != PENDING).any():  # checked before anything changes
                 raise StoreError(
                     f"{self.name}: this round's episodes resolved feedback entries that an earlier round had "
                     f"resolved: they read a snapshot older than the previous barrier (cluster.pipeline_rounds > 0). "
