@@ -6,9 +6,11 @@ See :mod:`engine.forecast.memory_baselines` for the release rule and why it is l
 from __future__ import annotations
 
 import json
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Sequence
+from typing import Any, Callable, Hashable, Sequence
 
 from engine.baselines.common import Attempt, Outcome
 from engine.errors import ConfigError
@@ -32,6 +34,42 @@ class Release:
 
     keys: tuple[str, ...]
     updates: list[dict]
+
+
+class ReleaseMemo:
+    """A round's release made once per process: the streams of a share (and several shares of one round on
+    one worker) read the same snapshot and release the same outcomes with the same seeded requests, so the
+    first to ask computes it and the others reuse it (a bounded, thread-safe memo, keyed by the caller:
+    the run, a digest of the snapshot, the cutoff). A failed release is not kept: the next caller retries."""
+
+    def __init__(self, size: int = 16):
+        self.size = size
+        self._lock = threading.Lock()
+        self._entries: OrderedDict[Hashable, Any] = OrderedDict()
+        self._making: dict[Hashable, threading.Lock] = {}
+
+    def get(self, key: Hashable, make: Callable[[], Any]) -> tuple[Any, bool]:
+        """``(value, made)``: the value under ``key``, computed by ``make()`` here (``made``) if absent."""
+        with self._lock:
+            if key in self._entries:
+                self._entries.move_to_end(key)
+                return self._entries[key], False
+            making = self._making.setdefault(key, threading.Lock())
+        with making:  # one caller computes a key; the others wait for it
+            with self._lock:
+                if key in self._entries:
+                    self._entries.move_to_end(key)
+                    return self._entries[key], False
+            value = make()
+            with self._lock:
+                self._entries[key] = value
+                self._making.pop(key, None)
+                while len(self._entries) > self.size:
+                    self._entries.popitem(last=False)
+            return value, True
+
+
+RELEASES = ReleaseMemo()  # this process's
 
 
 def resolved_at(q, delay_h: float) -> datetime | None:

@@ -257,10 +257,8 @@ class MemoryBaselineMethod(_Experience):
                                       ws / f"rollouts-{self.name}")
             if self.track is not None:
                 mr.track = unpack(snapshot["state"])  # the outcomes released before this round, none after
-                # the release at the round's start: every share of the round makes it (the same requests,
-                # seeded: the same memory); its LLM usage counts for the round's first question only
-                opens = bool(episodes[0].payload[2]) if len(episodes[0].payload) > 2 else True
-                release = mr.track.release(ctx.items[qids[0]].cutoff, meter if opens else MeteredBackend(llm))
+                release = self._release(mr.track, snapshot["state"], ctx.items[qids[0]].cutoff, llm, meter,
+                                        bool(episodes[0].payload[2]) if len(episodes[0].payload) > 2 else True)
                 queued = len(mr.track.pending)
             eps = mr.rollouts([ctx.items[q] for q in qids])
             if self.track is not None and len(mr.batches) != 1:
@@ -290,6 +288,34 @@ class MemoryBaselineMethod(_Experience):
             if release is not None:
                 results[0].updates["release"] = pack(release)
         return results
+
+    def _release(self, track, state, cutoff, llm, meter: MeteredBackend, opens: bool):
+        """The release at the round's start, on ``track`` (this share's copy of the snapshot's track).
+
+        Every share of the round makes it (the same seeded requests on the same snapshot: the same memory);
+        in one process it is made once (:data:`engine.forecast.outcome_memory.RELEASES`: a share's streams
+        and a worker's shares of one round reuse it). Its LLM usage counts for the round's first question
+        only (``opens``), whoever made it.
+        """
+        import hashlib
+
+        from engine.executor import merge_usage
+        from engine.forecast.outcome_memory import RELEASES
+
+        def make():
+            own = MeteredBackend(llm)
+            return track.release(cutoff, own), own.meter  # released into this share's copy as well
+
+        # keyed by what it releases (the share's first cutoff differs between the streams of a round, but in
+        # a leak-free round every question's cutoff releases the same outcomes) from which track
+        due = tuple(sorted(p.outcome.key for p in track.pending if p.resolved_at <= cutoff))
+        digest = hashlib.blake2b(np.ascontiguousarray(state).data, digest_size=16).digest()
+        (release, usage), made = RELEASES.get((self.run_key, self.name, digest, due), make)
+        if not made and release is not None:
+            track.install(release)
+        if opens:
+            merge_usage(meter.meter, usage)
+        return release
 
     def apply(self, results) -> None:
         """The round's release (installed once: shares repeat it), then its outcomes queued in episode order."""

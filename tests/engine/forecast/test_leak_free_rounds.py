@@ -81,6 +81,35 @@ def test_leak_free_rounds_give_the_sequential_records_for_any_split(tmp_path, ex
         assert _track(method) == _track(ref)
 
 
+class _Counting:
+    """The backend of a factory, counting the requests that reach it (from every stream)."""
+
+    def __init__(self, inner, seen):
+        self.inner, self.seen = inner, seen
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def generate(self, requests):
+        self.seen.extend(str(r.prompt or r.messages) for r in requests)
+        return self.inner.generate(requests)
+
+
+def test_a_shares_streams_make_the_rounds_release_once(tmp_path):
+    """Streams of one share read one snapshot: the release's requests reach the backend once, not once per stream."""
+    task, exp, run = _experiment(tmp_path, "llm")
+    episodes = task.episodes(exp, run)
+    factory = task.llm_factory(exp, run)
+    sent = {}
+    for streams in (1, 3):
+        seen = sent[streams] = []
+        LocalExecutor(streams_per_worker=streams).run(task.make_method(exp, run), episodes,
+                                                      lambda: _Counting(factory(), seen),
+                                                      round_size=task.round_size(exp, run))
+    assert len(sent[1]) > len(episodes)  # the releases' extraction requests came on top of the forecasts
+    assert sorted(sent[3]) == sorted(sent[1])
+
+
 def test_a_round_across_a_resolution_is_refused(tmp_path):
     task, exp, run = _experiment(tmp_path)
     episodes = task.episodes(exp, run)
@@ -110,3 +139,37 @@ def test_episode_payloads_without_the_flag_open_their_round(tmp_path):
     bare = [Episode(e.episode_id, e.payload[:2], e.seed, e.phase) for e in task.episodes(exp, run)]
     got = LocalExecutor().run(task.make_method(exp, run), bare, task.llm_factory(exp, run), round_size=1)
     assert [r.record["qid"] for r in got] == [f"q{i}" for i in range(len(QUESTIONS))]
+
+
+def test_the_release_memo_computes_a_key_once_keeps_no_failure_and_is_bounded():
+    import threading
+
+    from engine.forecast.outcome_memory import ReleaseMemo
+
+    memo, calls, gate = ReleaseMemo(size=2), [], threading.Barrier(4)
+
+    def slow():
+        calls.append(1)
+        return "release"
+
+    def ask():
+        gate.wait()
+        got.append(memo.get("k", slow))
+
+    got = []
+    threads = [threading.Thread(target=ask) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(calls) == 1 and sorted(made for _, made in got) == [False, False, False, True]
+    assert {value for value, _ in got} == {"release"}
+
+    def fail():
+        raise RuntimeError("model reply")
+
+    with pytest.raises(RuntimeError):
+        memo.get("bad", fail)
+    assert memo.get("bad", lambda: "retried") == ("retried", True)  # a failure is not kept
+    memo.get("third", lambda: 3)
+    assert memo.get("k", lambda: "again") == ("again", True)  # the oldest entry went (size 2)
