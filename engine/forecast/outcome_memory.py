@@ -37,10 +37,11 @@ class Release:
 
 
 class ReleaseMemo:
-    """A round's release made once per process: the streams of a share (and several shares of one round on
-    one worker) read the same snapshot and release the same outcomes with the same seeded requests, so the
-    first to ask computes it and the others reuse it (a bounded, thread-safe memo, keyed by the caller:
-    the run, a digest of the snapshot, the cutoff). A failed release is not kept: the next caller retries."""
+    """A round's release made once per run and process: the streams of a share (and several shares of one
+    round on one worker) read the same snapshot and release the same outcomes with the same seeded requests,
+    so the first to ask computes it and the others reuse it. Bounded and thread-safe, keyed by the caller
+    (a digest of the snapshot's track and the outcomes released); a failed release is not kept: the next
+    caller retries."""
 
     def __init__(self, size: int = 16):
         self.size = size
@@ -68,8 +69,6 @@ class ReleaseMemo:
                     self._entries.popitem(last=False)
             return value, True
 
-
-RELEASES = ReleaseMemo()  # this process's
 
 
 def resolved_at(q, delay_h: float) -> datetime | None:

@@ -48,6 +48,7 @@ import json
 import pickle
 import shutil
 import tempfile
+import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -64,6 +65,7 @@ from engine.rounds import Episode, EpisodeResult
 
 TOOL_MODES = ("foredreamer", "market_informed")  # modes whose subagent runs MemTools in the sandbox
 USAGE_FIELDS = ("calls", "samples", "prompt_tokens", "completion_tokens", "latency_s")
+_MEMO_LOCK = threading.Lock()  # creates a method's release memo once when its streams start together
 
 
 def pack(obj) -> np.ndarray:
@@ -236,6 +238,9 @@ class MemoryBaselineMethod(_Experience):
         # the track (MemRL / ReMe / FLEX with experience = true) as an empty runner builds it
         self.track = MemoryBaselineRunner(name, None, None, ctx.agent, ctx.memory_baselines, ctx.embedder).track
 
+    def __getstate__(self):
+        return {k: v for k, v in self.__dict__.items() if k != "_releases"}  # the memo stays in its process
+
     @property
     def sequential(self) -> bool:
         """Questions in leak-free rounds (the experience track learns from each resolved outcome)."""
@@ -293,14 +298,14 @@ class MemoryBaselineMethod(_Experience):
         """The release at the round's start, on ``track`` (this share's copy of the snapshot's track).
 
         Every share of the round makes it (the same seeded requests on the same snapshot: the same memory);
-        in one process it is made once (:data:`engine.forecast.outcome_memory.RELEASES`: a share's streams
-        and a worker's shares of one round reuse it). Its LLM usage counts for the round's first question
-        only (``opens``), whoever made it.
+        in one process it is made once per run (this method's :class:`~engine.forecast.outcome_memory.ReleaseMemo`:
+        a share's streams and a worker's shares of one round reuse it). Its LLM usage counts for the round's
+        first question only (``opens``), whoever made it.
         """
         import hashlib
 
         from engine.executor import merge_usage
-        from engine.forecast.outcome_memory import RELEASES
+        from engine.forecast.outcome_memory import ReleaseMemo
 
         def make():
             own = MeteredBackend(llm)
@@ -310,7 +315,9 @@ class MemoryBaselineMethod(_Experience):
         # a leak-free round every question's cutoff releases the same outcomes) from which track
         due = tuple(sorted(p.outcome.key for p in track.pending if p.resolved_at <= cutoff))
         digest = hashlib.blake2b(np.ascontiguousarray(state).data, digest_size=16).digest()
-        (release, usage), made = RELEASES.get((self.run_key, self.name, digest, due), make)
+        with _MEMO_LOCK:
+            memo = self.__dict__.setdefault("_releases", ReleaseMemo())
+        (release, usage), made = memo.get((digest, due), make)
         if not made and release is not None:
             track.install(release)
         if opens:
