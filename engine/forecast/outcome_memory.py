@@ -61,14 +61,16 @@ class ReleaseMemo:
                 if key in self._entries:
                     self._entries.move_to_end(key)
                     return self._entries[key], False
-            value = make()
+            try:
+                value = make()
+            finally:
+                with self._lock:
+                    self._making.pop(key, None)
             with self._lock:
                 self._entries[key] = value
-                self._making.pop(key, None)
                 while len(self._entries) > self.size:
                     self._entries.popitem(last=False)
             return value, True
-
 
 
 def resolved_at(q, delay_h: float) -> datetime | None:

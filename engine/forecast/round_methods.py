@@ -48,7 +48,6 @@ import json
 import pickle
 import shutil
 import tempfile
-import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -59,13 +58,13 @@ import numpy as np
 from engine.forecast.agent import MEMORY_MODES
 from engine.forecast.evolution import Evolution, ExperienceBank, Runner
 from engine.forecast.memtools import ProceduralStore
+from engine.forecast.outcome_memory import ReleaseMemo
 from engine.forecast.seed_tools import DEFAULT_GUIDE, seed_tool_sources
 from engine.llm.base import MeteredBackend, Usage
 from engine.rounds import Episode, EpisodeResult
 
 TOOL_MODES = ("foredreamer", "market_informed")  # modes whose subagent runs MemTools in the sandbox
 USAGE_FIELDS = ("calls", "samples", "prompt_tokens", "completion_tokens", "latency_s")
-_MEMO_LOCK = threading.Lock()  # creates a method's release memo once when its streams start together
 
 
 def pack(obj) -> np.ndarray:
@@ -237,9 +236,14 @@ class MemoryBaselineMethod(_Experience):
         self.name, self.ctx, self.run_key = name, ctx, run_key
         # the track (MemRL / ReMe / FLEX with experience = true) as an empty runner builds it
         self.track = MemoryBaselineRunner(name, None, None, ctx.agent, ctx.memory_baselines, ctx.embedder).track
+        self._releases = ReleaseMemo()  # this run's releases in this process (:meth:`_release`)
 
     def __getstate__(self):
         return {k: v for k, v in self.__dict__.items() if k != "_releases"}  # the memo stays in its process
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._releases = ReleaseMemo()
 
     @property
     def sequential(self) -> bool:
@@ -305,7 +309,6 @@ class MemoryBaselineMethod(_Experience):
         import hashlib
 
         from engine.executor import merge_usage
-        from engine.forecast.outcome_memory import ReleaseMemo
 
         def make():
             own = MeteredBackend(llm)
@@ -315,9 +318,7 @@ class MemoryBaselineMethod(_Experience):
         # a leak-free round every question's cutoff releases the same outcomes) from which track
         due = tuple(sorted(p.outcome.key for p in track.pending if p.resolved_at <= cutoff))
         digest = hashlib.blake2b(np.ascontiguousarray(state).data, digest_size=16).digest()
-        with _MEMO_LOCK:
-            memo = self.__dict__.setdefault("_releases", ReleaseMemo())
-        (release, usage), made = memo.get((digest, due), make)
+        (release, usage), made = self._releases.get((digest, due), make)
         if not made and release is not None:
             track.install(release)
         if opens:
