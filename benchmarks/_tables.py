@@ -341,6 +341,40 @@ def cluster_recheck(data: dict) -> list[str]:
 RECHECK_KEY = "2026-12-01,loaded,cold-300x60"
 
 
+def _with_bare(run: dict) -> bool:
+    return "bare" in run["figures"] and _default_command(run["figures"])
+
+
+def cluster_ceiling(data: dict) -> list[str]:
+    """The default command's runs that also timed two bare processes (benchmarks/_bare.py), per run, with medians.
+
+    Every ratio of a row is over ``bare-1`` (one spawned process on the same rounds, no executor), so
+    ray-2 is read against the same reference as the bare pair: ``ray-2 / bare-1 = ray-2 / local-1 x
+    local-1 wall / bare-1 wall`` (best passes)."""
+    rows = [r for r in runs(data, "warm-100x20") if _with_bare(r)]
+    cols = {"ray-2 / local-1": [], "ray-2": [], "bare-2,barrier": [], "bare-2": [], "local-1 wall / bare-1 wall": []}
+    lines = ["| run (UTC) | load average before | ray-2 / local-1 (the benchmark's figure) | over one bare process: "
+             "ray-2 | two bare processes, a barrier per round | two bare processes, no barrier (the ceiling) | "
+             "local-1 wall / bare-1 wall | episodes/s while busy: ray-2's workers / bare-2's processes |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in rows:
+        f, b = r["figures"], r["figures"]["bare"]
+        vals = [f["ray2_over_local"], f["ray2_over_local"] / b["local_over_bare1"], b["over_bare1"]["bare-2,barrier"],
+                b["over_bare1"]["bare-2"], b["local_over_bare1"]]
+        for col, v in zip(cols.values(), vals):
+            col.append(v)
+        busy = (", ".join(f"{x:.1f}" for x in f["executors"]["ray-2"]["busy"]) + " / "
+                + ", ".join(f"{x:.1f}" for x in b["bare2_busy"])) if "bare2_busy" in b else "(not recorded)"
+        lines.append(f"| {r['date'][:10]} {r['date'][11:16]} | {r['machine']['load_average_1_5_15'][0]:.1f} | "
+                     + " | ".join(f"{v:.2f}" for v in vals) + f" | {busy} |")
+    lines.append(f"| **median of {len(rows)}** | | " + " | ".join(f"**{statistics.median(c):.2f}**" for c in cols.values())
+                 + " | |")
+    return lines
+
+
+cluster_ceiling.uses = _with_bare  # the runs the footer names
+
+
 # --- finance ----------------------------------------------------------------------------------------
 
 def finance_methods(data: dict) -> list[str]:
@@ -467,6 +501,8 @@ TABLES = {
     "store-summary-table": ("docs/store.md", "store", store_summary),
     "cluster-speedup-table": ("docs/cluster.md", "cluster", cluster_speedup),
     "cluster-recheck-table": ("docs/cluster.md", "cluster", cluster_recheck),
+    "bench-cluster-ceiling-table": ("benchmarks/results/cluster.md", "cluster", cluster_ceiling),
+    "cluster-ceiling-table": ("docs/cluster.md", "cluster", cluster_ceiling),
 }
 
 # which run keys each table reads (for the footer's commands); default: every run of the topic
@@ -481,6 +517,7 @@ KEYS = {
     "bench-cluster-speedup-table": ["cold-300x60", "warm-300x60", "warm-100x20"],
     "cluster-speedup-table": ["cold-300x60", "warm-300x60", "warm-100x20"],
     "cluster-recheck-table": [RECHECK_KEY],
+    "bench-cluster-ceiling-table": ["warm-100x20"], "cluster-ceiling-table": ["warm-100x20"],
     "bench-finance-table": ["methods,days=60"], "bench-finance-interleaved-table": ["interleaved,days=60"],
     "bench-finance-mem0-store-table": ["mem0-store,days=60", "mem0-store,days=300"],
     "bench-finance-instructions-table": ["instructions,days=60"],

@@ -11,6 +11,13 @@ machine is shared, interleaving spreads its load over all three). Speed is repor
 executor measured in the same run; the three runs must also give identical
 records (the round contract).
 
+Warm mode also times two bare processes on the same rounds (``benchmarks/_bare.py``: one spawned
+process per half, the rounds' snapshots precomputed, no Ray, no apply): one process on whole rounds
+(``bare-1``), two with no barrier (``bare-2``: the machine's ceiling for two workers) and two with a
+barrier per round (``bare-2,barrier``), interleaved with the executors in every pass. Their records
+must equal the local executor's too; the ratios say which part of the gap is the machine, which the
+rounds and which the executor.
+
     python -m pytest benchmarks/test_executor.py -s -p no:cacheprovider
 
 Ray is started with ``num_cpus=2`` (this machine's cores). Ray's
@@ -32,6 +39,7 @@ from engine.config import apply_overrides, load_toml  # noqa: E402
 from engine.executor import LocalExecutor  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _bare import BarePair, round_snapshots  # noqa: E402  (benchmarks/_bare.py)
 from _results import record  # noqa: E402  (benchmarks/_results.py)
 
 EPISODES = int(os.environ.get("TOE_BENCH_EPISODES", 100))
@@ -100,12 +108,22 @@ def test_executor_throughput(benchmark, ray_cluster, workload):
                  "ray-1": RayExecutor(workers=1, num_cpus_per_worker=0.5, chunks_per_worker=CHUNKS),
                  "ray-2": RayExecutor(workers=2, num_cpus_per_worker=0.5, chunks_per_worker=CHUNKS)}
     best: dict[str, dict] = {}
-    walls: dict[str, list[float]] = {key: [] for key in executors}
+    walls: dict[str, list[float]] = {key: [] for key in (*executors, *BarePair.MODES)}
     records: list[dict[str, list]] = []
+    bare, bare_busy = None, []
     try:
         for ex in executors.values():
             # burn-in: Numba JIT, Ray actors, LLM backends; warm mode: also every process's memo caches
             ex.run(fresh(), burn, llm_factory, ROUND)
+        if not COLD:  # the machine's own ceiling: two bare processes on the same rounds (benchmarks/_bare.py)
+            from engine.executor import rounds
+            from engine.llm.base import MeteredBackend
+
+            batches = list(rounds(windows[0], ROUND))
+            snaps = round_snapshots(fresh(), batches, MeteredBackend(llm_factory(), by_episode=False))
+            bare = BarePair(fresh(), llm_factory, batches, snaps)
+            for mode in BarePair.MODES:  # burn-in, as for the executors
+                bare.run(mode)
         passes = iter(windows)
 
         def one_pass():
@@ -120,17 +138,24 @@ def test_executor_throughput(benchmark, ray_cluster, workload):
                 records[-1][key] = [{k: v for k, v in r.record.items() if not k.endswith("_s")} for r in results]
                 if key not in best or wall < best[key]["wall_s"]:
                     best[key] = {**ex.stats, "wall_s": wall}
+            for mode in BarePair.MODES if bare is not None else ():
+                wall, records[-1][mode], own = bare.run(mode)
+                walls[mode].append(wall)
+                if mode == "bare-2":  # each process's episodes per busy second, as the workers' busy column
+                    bare_busy.append([len(windows[0]) / 2 / s for s in own])
 
         benchmark.pedantic(one_pass, rounds=REPEATS, iterations=1)
     finally:
         for ex in executors.values():
             ex.close()
+        if bare is not None:
+            bare.close()
     n = sum(len(w) for w in windows)
     for key, st in best.items():
         st["episodes_per_s"] = n / sum(walls[key]) if COLD else len(windows[0]) / st["wall_s"]
         RESULTS[key] = st
     for k, rec in enumerate(records):
-        for key in executors:
+        for key in rec:
             assert rec[key] == rec["local-1"], f"pass {k}: {key} results differ from the local executor's"
     ref = RESULTS["local-1"]
     per_pass = [walls["local-1"][k] / walls["ray-2"][k] for k in range(len(records))]
@@ -148,6 +173,19 @@ def test_executor_throughput(benchmark, ray_cluster, workload):
                      f"{st['round_s']:.3f} | {st['round_overhead_s']:.4f} | {st['barrier_apply_s']:.4f} | "
                      f"{st.get('store_apply_s', st['barrier_apply_s']):.4f} | {per} |")
     lines.append("ray-2 / local per pass: " + ", ".join(f"{r:.2f}" for r in per_pass))
+    ceiling = {}
+    if bare is not None:  # best pass of each mode, and per pass, against bare-1
+        one = min(walls["bare-1"])
+        ceiling = {"wall_s": {m: min(walls[m]) for m in BarePair.MODES},
+                   "over_bare1": {m: one / min(walls[m]) for m in BarePair.MODES[1:]},
+                   "over_bare1_per_pass": {m: [a / b for a, b in zip(walls["bare-1"], walls[m])]
+                                           for m in BarePair.MODES[1:]},
+                   "local_over_bare1": min(walls["local-1"]) / one,
+                   "bare2_busy": max(bare_busy, key=sum)}  # the pass where the pair was fastest
+        lines.append("two bare processes over one (no executor, benchmarks/_bare.py): " + "; ".join(
+            f"{m} {ceiling['over_bare1'][m]:.2f}x (per pass " + ", ".join(f"{r:.2f}" for r in ceiling["over_bare1_per_pass"][m]) + ")"
+            for m in BarePair.MODES[1:]) + f"; local-1 wall / bare-1 wall {ceiling['local_over_bare1']:.2f}; "
+            "bare-2 episodes/s (busy): " + ", ".join(f"{b:.1f}" for b in ceiling["bare2_busy"]))
     print("\n" + "\n".join(lines))
     executors_out = {}
     for key, st in RESULTS.items():
@@ -162,5 +200,5 @@ def test_executor_throughput(benchmark, ray_cluster, workload):
         "episodes": EPISODES, "round": ROUND, "mode": mode, "repeats": REPEATS, "chunks_per_worker": CHUNKS,
         "simulated": True, "executors": executors_out,
         "ray2_over_local": RESULTS["ray-2"]["episodes_per_s"] / ref["episodes_per_s"],
-        "ray2_over_local_per_pass": per_pass}, keep="all",
+        "ray2_over_local_per_pass": per_pass, **({"bare": ceiling} if ceiling else {})}, keep="all",
         note="SIMULATED Game-of-24 policy; every executor gave identical records")

@@ -322,7 +322,9 @@ def _machine(m: dict) -> str:
 
 def _bench_footer(name: str, data: dict) -> str:
     """The commands, dates and machines of the runs a benchmark table reads."""
-    used = [r for key in bench.KEYS.get(name, list(data["runs"])) for r in bench.runs(data, key)]
+    uses = getattr(bench.TABLES[name][2], "uses", None)  # a renderer that reads only some runs of its keys
+    used = [r for key in bench.KEYS.get(name, list(data["runs"])) for r in bench.runs(data, key)
+            if uses is None or uses(r)]
     by_cmd: dict[str, list[dict]] = {}
     for r in used:
         by_cmd.setdefault(r["command"], []).append(r)
