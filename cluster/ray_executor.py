@@ -22,6 +22,16 @@ Per round:
 At the end the driver's ``method`` takes the store owners' state (``join`` for
 several shards), so it ends exactly as after a local run.
 
+Replica mode (``replicas``; by default on when a run has one store shard, no
+checkpoint, ``pipeline_rounds = 0`` and one share per worker at a time): no store
+owner. Each worker keeps a replica of the run's method; its call for round k
+takes every share of round k-1 as arguments (their ObjectRefs, so Ray hands the
+results over with no driver round trip), applies them in episode-id order, as an
+owner would, and runs its share on the replica's snapshot. Two messages a round
+instead of four or five, and no snapshot in the object store. A restarted worker's
+replica is rebuilt by replaying the applied rounds; the final state comes from a
+worker that applies the last round. Same results as the store owners'.
+
 Failure semantics: a worker killed mid-round is restarted by Ray
 (``max_restarts``) and its share is rerun elsewhere (``max_attempts``); a
 killed driver takes its actors with it and resumes from the last checkpoint
@@ -43,7 +53,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy, Place
 
 from cluster.auth import connection_hint, enable_driver_token_auth
 from cluster.store_actors import StoreOwner
-from cluster.workers import EpisodePool, EpisodeWorker
+from cluster.workers import EpisodePool, EpisodeWorker, ReplicaLost
 from engine.errors import BackendError, ConfigError
 from engine.executor import RoundLoop, books_since, check_cluster_resources, worker_stats
 
@@ -60,6 +70,10 @@ def union_s(spans) -> float:
             total += b - max(a, end)
             end = b
     return total
+
+
+REPLICA_MODES = ("auto", "on", "off")
+REPLICA_AUTO_BYTES = 64 * 2**20  # replicas="auto": the largest experience (snapshot bytes) copied into every worker
 
 
 class RayExecutor(RoundLoop):
@@ -89,6 +103,11 @@ class RayExecutor(RoundLoop):
         shares_per_worker: shares each worker runs at once (a threaded actor, ``max_concurrency``); with
             ``chunks_per_worker`` > 1 a worker whose shares finish early takes the next ones (pull-based
             balance) while its other shares keep its engine busy. The same results.
+        replicas: ``"auto"`` (default), ``"on"`` or ``"off"``: workers apply the rounds to their own replicas
+            instead of store owners (module docstring). ``"auto"`` uses them when the run allows it (one store
+            shard, no checkpoint, ``pipeline_rounds = 0``, ``shares_per_worker = 1``) and its experience is at
+            most ``REPLICA_AUTO_BYTES`` (each worker holds a copy, where owners share one per node);
+            ``"on"`` refuses a run that does not allow it. The same results.
     """
 
     name = "ray"
@@ -97,8 +116,14 @@ class RayExecutor(RoundLoop):
                  num_gpus_per_worker: float = 0.0, store_shards: int = 1, chunks_per_worker: int = 1,
                  max_restarts: int = 2, max_attempts: int = 3, init_kwargs: dict | None = None,
                  checkpoint_every: int = 1, startup_timeout_s: float = 900.0, tensor_parallel_size: int = 1,
-                 stats_path=None, pipeline_rounds: int = 0, streams_per_worker: int = 1, shares_per_worker: int = 1):
+                 stats_path=None, pipeline_rounds: int = 0, streams_per_worker: int = 1, shares_per_worker: int = 1,
+                 replicas: str = "auto"):
         super().__init__(checkpoint_every, stats_path, pipeline_rounds)
+        if replicas not in REPLICA_MODES:
+            raise ConfigError(f"replicas must be one of {', '.join(map(repr, REPLICA_MODES))}, got {replicas!r}")
+        self.replicas = replicas
+        self._checkpointing = False
+        self._use_replicas = False
         for key, value, low in (("workers", workers, 1), ("store_shards", store_shards, 1),
                                 ("streams_per_worker", streams_per_worker, 1),
                                 ("shares_per_worker", shares_per_worker, 1),
@@ -184,6 +209,30 @@ class RayExecutor(RoundLoop):
                            scheduling_strategy=PlacementGroupSchedulingStrategy(
                                group, placement_group_capture_child_tasks=True))
 
+    def run(self, method, episodes, llm_factory, round_size=1, progress=None, *, checkpoint_dir=None, **kwargs):
+        self._checkpointing = checkpoint_dir is not None
+        return super().run(method, episodes, llm_factory, round_size, progress, checkpoint_dir=checkpoint_dir,
+                           **kwargs)
+
+    def _replicas_for(self, method, shards: int) -> bool:
+        """Whether this run's rounds are applied by the workers (``replicas``; class docstring)."""
+        if self.replicas == "off":
+            return False
+        blockers = [why for why, bad in (("store_shards > 1", shards > 1), ("a checkpoint", self._checkpointing),
+                                         ("pipeline_rounds > 0", self.pipeline_rounds > 0),
+                                         ("shares_per_worker > 1", self.shares_per_worker > 1)) if bad]
+        if self.replicas == "on":
+            if blockers:
+                raise ConfigError(f"replicas='on' needs one store shard, no checkpoint, pipeline_rounds = 0 and "
+                                  f"shares_per_worker = 1; this run has {', '.join(blockers)} (set replicas to "
+                                  f"'auto' or 'off')")
+            return True
+        if blockers:
+            return False
+        views = getattr(method, "snapshot_views", None)
+        snap = views() if views is not None else method.snapshot()
+        return sum(np.asarray(v).nbytes for v in snap.values()) <= REPLICA_AUTO_BYTES
+
     # -- RoundLoop hooks -------------------------------------------------------------------------
     def _shards(self, method) -> int:
         if self.store_shards > 1:
@@ -207,17 +256,24 @@ class RayExecutor(RoundLoop):
                                     [n.get("Resources", {}) for n in ray.nodes() if n.get("Alive")])
         t0 = time.perf_counter()
         shards = self._shards(method)
-        parts = [method] if shards == 1 else method.split(shards)
-        if len(parts) != shards:
-            raise AssertionError(f"{type(method).__name__}.split({shards}) returned {len(parts)} shards")
-        if len(self.stores) < shards:
-            here = NodeAffinitySchedulingStrategy(node_id=ray.get_runtime_context().get_node_id(), soft=False)
-            store_cls = ray.remote(StoreOwner).options(num_cpus=0, max_restarts=0, scheduling_strategy=here)
-            self.stores += [store_cls.remote() for _ in range(shards - len(self.stores))]
-        self._active_stores = self.stores[:shards]
-        loaded = [s.load.remote(None if shards == 1 else k, part,
-                                None if cursor is None else str(cursor.state_dir(None if shards == 1 else k)))
-                  for k, (s, part) in enumerate(zip(self._active_stores, parts))]
+        self._use_replicas = self._replicas_for(method, shards)
+        self._history: list[list] = []  # replica mode: each applied round's share refs
+        self._stale: set[int] = set()  # replica mode: workers whose replica must be rebuilt before their next share
+        self._last_workers: list[int] = []  # replica mode: the workers that ran the latest round
+        if self._use_replicas:
+            self._active_stores, loaded = [], []
+        else:
+            parts = [method] if shards == 1 else method.split(shards)
+            if len(parts) != shards:
+                raise AssertionError(f"{type(method).__name__}.split({shards}) returned {len(parts)} shards")
+            if len(self.stores) < shards:
+                here = NodeAffinitySchedulingStrategy(node_id=ray.get_runtime_context().get_node_id(), soft=False)
+                store_cls = ray.remote(StoreOwner).options(num_cpus=0, max_restarts=0, scheduling_strategy=here)
+                self.stores += [store_cls.remote() for _ in range(shards - len(self.stores))]
+            self._active_stores = self.stores[:shards]
+            loaded = [s.load.remote(None if shards == 1 else k, part,
+                                    None if cursor is None else str(cursor.state_dir(None if shards == 1 else k)))
+                      for k, (s, part) in enumerate(zip(self._active_stores, parts))]
         shape = (self.streams_per_worker, self.shares_per_worker)
         if self.workers and (self._llm_factory, self._streams) != (llm_factory, shape):
             self._kill(self.workers)
@@ -238,7 +294,8 @@ class RayExecutor(RoundLoop):
             )
         ray.get(ready)
         self._startup_s = time.perf_counter() - t0  # process start, LLM backend build: not per-round cost
-        self.pool = EpisodePool(self.workers, self.max_restarts, self.max_attempts, self.shares_per_worker)
+        self.pool = EpisodePool(self.workers, self.max_restarts, self.max_attempts, self.shares_per_worker,
+                                on_lost=self._stale.add if self._use_replicas else None)
         # per worker: episodes, LLM calls, its shares' (start, end) wall times (busy = their union: shares
         # may overlap) and, per process, the first and last CPU-time readings (CPU time is per process)
         self._per_worker = [{"episodes": 0, "llm_calls": 0, "spans": [], "cpu": {}} for _ in range(self.n_workers)]
@@ -254,10 +311,13 @@ class RayExecutor(RoundLoop):
         # order), so the shares start as soon as the owners have applied it: no driver round trip.
         # With pipeline_rounds > 0 this is called before the later applies, so the round reads the
         # experience applied so far (RoundLoop), and its shares wait for idle workers in the pool.
-        snapshot_refs = [s.snapshot.remote() for s in self._active_stores]
         n_chunks = min(len(batch), self.n_workers * self.chunks_per_worker)
         bounds = np.linspace(0, len(batch), n_chunks + 1).round().astype(int)
-        submit = functools.partial(_run_share, self._method_ref, snapshot_refs)
+        if self._use_replicas:  # the workers apply round index - 1 themselves (module docstring)
+            submit = functools.partial(self._replica_share, index, self._history[index - 1] if index else [])
+        else:
+            snapshot_refs = [s.snapshot.remote() for s in self._active_stores]
+            submit = functools.partial(_run_share, self._method_ref, snapshot_refs)
         self.pool.sort_idle()  # share i -> worker i: reruns of a round meet the same warm caches
         for e in batch:
             self._round_of[e.episode_id] = index
@@ -266,6 +326,15 @@ class RayExecutor(RoundLoop):
         for a, b in zip(bounds[:-1], bounds[1:]):
             self.pool.submit(submit, batch[a:b])
         return index, progress
+
+    def _replica_share(self, index, prev, actor, episodes):
+        """Submit a share of round ``index`` to ``actor`` in replica mode, rebuilding its replica first if it lost it."""
+        i = self.workers.index(actor)
+        if i in self._stale:  # restarted: replay rounds 0 .. index - 2; the share itself applies index - 1
+            self._stale.discard(i)
+            past = self._history[:max(index - 1, 0)]
+            actor.rebuild_replica.remote([self._method_ref], [len(h) for h in past], *[r for h in past for r in h])
+        return actor.run_on_replica.remote([self._method_ref], index, episodes, *prev)
 
     def _collect_round(self, handle):
         index, progress = handle
@@ -302,6 +371,14 @@ class RayExecutor(RoundLoop):
             for r in results:
                 self._round_of.pop(r.episode_id, None)
         self._round_compute = max((union_s(x) for x in spans.values()), default=0.0)
+        if self._use_replicas:  # the next round's shares apply this one
+            if len(self._history) != index:
+                raise AssertionError(f"replica mode collected round {index} after {len(self._history)} rounds")
+            self._history.append(list(self._share_refs))
+            self._last_workers = sorted({st["worker"] for _, _, st in shares})
+            applied = [st["apply_s"] for _, _, st in shares if st.get("apply_s")]
+            if applied:
+                self._store_apply.append(max(applied))
         return out
 
     def _run_round(self, index, batch, progress):
@@ -315,6 +392,9 @@ class RayExecutor(RoundLoop):
         apply and before the run's end, so a failed apply still fails the run (and nothing of it is
         committed or returned).
         """
+        if self._use_replicas:  # applied by the next round's shares, or at the end (_finish); no checkpoint here
+            self._share_refs = []
+            return
         self._check_acks()
         self._acks = [s.apply_shares.remote(index, None if staging is None else str(staging), *self._share_refs)
                       for s in self._active_stores]
@@ -328,7 +408,7 @@ class RayExecutor(RoundLoop):
             self._store_apply.append(max(a["apply_s"] for a in ray.get(acks)))
 
     def _finish(self, method, ok):
-        self._method_ref = None
+        method_ref, self._method_ref = getattr(self, "_method_ref", None), None
         if ok:
             try:
                 self._check_acks()  # the last round's applies
@@ -341,12 +421,44 @@ class RayExecutor(RoundLoop):
             self._kill(self.workers + self.stores)
             self.workers, self.stores, self._llm_factory = [], [], None
             return
+        if self._use_replicas:
+            try:
+                final = self._final_replica(method_ref)
+            except Exception:
+                self._finish(method, False)
+                raise
+            self._history = []
+            if final is not None:
+                vars(method).update(vars(final))
+            return
         # deepcopy: arrays deserialized from the object store are read-only views
         owned = copy.deepcopy(ray.get([s.export.remote() for s in self._active_stores]))
         if len(owned) == 1:
             vars(method).update(vars(owned[0]))
         else:
             method.join(owned)
+
+    def _final_replica(self, method_ref):
+        """Replica mode: the run's final method, from a worker that applies the last round to its replica
+        (one that ran the last round; any other after rebuilding it), copied so its arrays are writable.
+        None when no round ran (the method is as it started)."""
+        rounds, history = len(self._history), self._history
+        if not rounds:
+            return None
+        order = [i for i in self._last_workers if i not in self._stale]
+        order += [i for i in range(self.n_workers) if i not in order]
+        error = None
+        for i in order:
+            actor = self.workers[i]
+            try:
+                if i not in self._last_workers or i in self._stale:
+                    past = history[:rounds - 1]
+                    actor.rebuild_replica.remote([method_ref], [len(h) for h in past], *[r for h in past for r in h])
+                return copy.deepcopy(ray.get(actor.finish_replica.remote([method_ref], rounds, *history[-1])))
+            except (ray.exceptions.RayActorError, ReplicaLost) as exc:  # try the next worker
+                self._stale.add(i)
+                error = exc
+        raise BackendError(f"no worker could hand back the run's final state: {error}") from error
 
     def _worker_stats(self) -> list[dict[str, Any]]:
         retried = getattr(getattr(self, "pool", None), "retried", [0] * self.n_workers)
@@ -365,3 +477,4 @@ class RayExecutor(RoundLoop):
         self.stats["retried_chunks"] = sum(w["retried_chunks"] for w in self.stats["workers"])
         self.stats["streams_per_worker"] = self.streams_per_worker
         self.stats["shares_per_worker"] = self.shares_per_worker
+        self.stats["replicas"] = self._use_replicas

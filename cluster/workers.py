@@ -21,6 +21,7 @@ so a retried share cannot be counted twice.
 
 from __future__ import annotations
 
+import copy
 import os
 import threading
 import time
@@ -30,9 +31,13 @@ import ray
 import ray.util
 
 from engine.errors import BackendError
-from engine.executor import check_streams, merge_usage, run_streams, server_books, stream_pool
+from engine.executor import check_streams, freeze, merge_usage, run_streams, server_books, stream_pool
 from engine.llm.base import MeteredBackend
 from engine.rounds import Episode, EpisodeResult
+
+
+class ReplicaLost(RuntimeError):
+    """A worker has no replica of the run at the round it is asked for (it was restarted): rebuild it."""
 
 
 class EpisodeWorker:
@@ -52,6 +57,15 @@ class EpisodeWorker:
         self._lock = threading.Lock()  # the worker's meter, for shares that end at once
         self.method = None
         self._method_key = None
+        self._replica = None  # replica mode: this run's experience, applied here round by round
+        self._replica_key = None  # the run (method ref) the replica belongs to
+        self._replica_rounds = 0  # rounds applied to it
+
+    def _method_for(self, method_ref: list) -> str:
+        key = method_ref[0].hex()
+        if key != self._method_key:
+            self.method, self._method_key = ray.get(method_ref[0]), key
+        return key
 
     def run(self, method_ref: list, episodes: Sequence[Episode], *snapshot_parts
             ) -> tuple[list[EpisodeResult], dict[str, Any]]:
@@ -63,14 +77,71 @@ class EpisodeWorker:
         The share meters its own calls (shares may run at once) and adds them to the worker's meter.
         """
         t0, c0, started = time.perf_counter(), time.process_time(), time.time()
-        key = method_ref[0].hex()
-        if key != self._method_key:
-            self.method, self._method_key = ray.get(method_ref[0]), key
-        server0 = server_books(self.llm)
+        self._method_for(method_ref)
         if len(snapshot_parts) == 1:
             snapshot = snapshot_parts[0]
         else:
             snapshot = self.method.merge_snapshots(snapshot_parts)
+        return self._run(snapshot, episodes, t0, c0, started)
+
+    # -- replica mode (RayExecutor replicas): the worker applies every round to its own copy ------
+    def run_on_replica(self, method_ref: list, round_index: int, episodes: Sequence[Episode], *prev_shares
+                       ) -> tuple[list[EpisodeResult], dict[str, Any]]:
+        """Run ``episodes`` of round ``round_index`` on the replica, first applying round ``round_index - 1``.
+
+        ``prev_shares`` are that round's share results ``(results, stats)``, all of them, in any order;
+        they are applied in episode-id order, as a store owner applies them, so the replica's
+        snapshot is the one a store owner would serve. A worker with no replica of this run at
+        round ``round_index - 1`` (it was restarted) raises :class:`ReplicaLost`; the executor then
+        rebuilds it (:meth:`rebuild_replica`) and runs the share again.
+        """
+        t0, c0, started = time.perf_counter(), time.process_time(), time.time()
+        key = self._method_for(method_ref)
+        if self._replica_key != key:
+            if round_index != 0:
+                raise ReplicaLost(f"worker {self.index} holds no replica of this run for round {round_index}")
+            self._new_replica(key)
+        t = time.perf_counter()
+        applied = self._advance(round_index, prev_shares)
+        apply_s = time.perf_counter() - t
+        results, stats = self._run(freeze(self._replica.snapshot()), episodes, t0, c0, started)
+        stats["apply_s"] = apply_s if applied else 0.0
+        return results, stats
+
+    def rebuild_replica(self, method_ref: list, counts: Sequence[int], *shares) -> int:
+        """A new replica of the run with rounds ``0 .. len(counts) - 1`` applied (``counts[j]`` shares each,
+        flattened in ``shares``): what a restarted worker needs before its next share."""
+        self._new_replica(self._method_for(method_ref))
+        start = 0
+        for j, n in enumerate(counts):
+            self._advance(j + 1, shares[start:start + n])
+            start += n
+        return self._replica_rounds
+
+    def finish_replica(self, method_ref: list, rounds: int, *last_shares):
+        """Apply the run's last round (``rounds - 1``) and hand the replica back (the run's final method)."""
+        if self._replica_key != self._method_for(method_ref):
+            raise ReplicaLost(f"worker {self.index} holds no replica of this run to finish")
+        self._advance(rounds, last_shares)
+        method, self._replica, self._replica_key = self._replica, None, None
+        return method
+
+    def _new_replica(self, key: str) -> None:
+        # deepcopy: arrays deserialized from the object store are read-only; the replica is written
+        self._replica, self._replica_key, self._replica_rounds = copy.deepcopy(self.method), key, 0
+
+    def _advance(self, rounds: int, shares) -> bool:
+        """Bring the replica to ``rounds`` applied rounds: apply round ``rounds - 1`` (``shares``) if it is one short."""
+        if self._replica_rounds == rounds:
+            return False
+        if self._replica_rounds != rounds - 1:
+            raise ReplicaLost(f"worker {self.index}: replica at round {self._replica_rounds}, asked for {rounds}")
+        self._replica.apply(sorted((r for share in shares for r in share[0]), key=lambda r: r.episode_id))
+        self._replica_rounds = rounds
+        return True
+
+    def _run(self, snapshot, episodes, t0: float, c0: float, started: float):
+        server0 = server_books(self.llm)
         meter = MeteredBackend(self.llm.backend, by_episode=False)
         results = run_streams(self.method, snapshot, list(episodes), meter, self.streams, self._pool)
         with self._lock:
@@ -96,8 +167,11 @@ class EpisodePool:
     """``ray.util.ActorPool`` conventions plus resubmission of shares whose actor died."""
 
     def __init__(self, actors: Sequence["ray.actor.ActorHandle"], max_restarts: int = 2, max_attempts: int = 3,
-                 slots: int = 1):
+                 slots: int = 1, on_lost: Callable[[int], None] | None = None):
         self._actors = list(actors)
+        # called with an actor's index when a share was lost with it (the actor died, or restarted and
+        # reported ReplicaLost): the caller can rebuild what the actor held before its next share
+        self.on_lost = on_lost
         self.slots = slots  # shares an actor runs at once (its max_concurrency): it is idle that many times over
         self._idle: list[int] = list(range(len(self._actors))) * slots  # actor indices, one per free slot, FIFO
         self._future_to_task: dict[Any, tuple[int, Any, Callable, int]] = {}
@@ -151,7 +225,11 @@ class EpisodePool:
             i, value, fn, attempt = self._future_to_task.pop(future)
             try:
                 result = ray.get(future)
-            except ray.exceptions.RayActorError as exc:
+            except (ray.exceptions.RayActorError, ReplicaLost) as exc:
+                # ReplicaLost: the actor restarted between shares (Ray raises the worker's error as a
+                # RayTaskError that is also a ReplicaLost); counted as a death
+                if self.on_lost is not None:
+                    self.on_lost(i)
                 self._failures[i] += 1 / self.slots  # one death loses up to ``slots`` shares at once
                 self.retried[i] += 1
                 if self._failures[i] <= self.max_restarts:

@@ -582,6 +582,7 @@ class ClusterConfig:
     pipeline_rounds: int = 0  # rounds in flight beyond the one collected (RoundLoop); changes results
     streams_per_worker: int = 1  # concurrent streams a worker cuts its share into (run_streams); same results
     shares_per_worker: int = 1  # shares a Ray worker runs at once (pull-based balance); same results
+    replicas: str = "auto"  # Ray: workers apply the rounds to their own replicas ("auto", "on", "off"); same results
 
     def __post_init__(self):
         check(self.num_cpus_per_worker >= 0, f"cluster.num_cpus_per_worker must be >= 0, got {self.num_cpus_per_worker}")
@@ -592,6 +593,7 @@ class ClusterConfig:
         check(self.max_restarts >= 0, f"cluster.max_restarts must be >= 0, got {self.max_restarts}")
         check(self.pipeline_rounds >= 0, f"cluster.pipeline_rounds must be >= 0, got {self.pipeline_rounds}")
         check(self.startup_timeout_s > 0, f"cluster.startup_timeout_s must be > 0, got {self.startup_timeout_s}")
+        check(self.replicas in ("auto", "on", "off"), f"cluster.replicas must be 'auto', 'on' or 'off', got {self.replicas!r}")
 
 
 def cluster_config(options, config: Mapping[str, Any] | None = None) -> ClusterConfig:

@@ -129,7 +129,35 @@ class _Unshardable:
     name = "plain"
 
 
-def test_worker_killed_mid_round_is_retried_and_applied_once(two_workers):
+def test_replicas_on_auto_and_off_equal_the_local_executor(two_workers, tmp_path):
+    """Replica mode (workers apply the rounds themselves, no store owner) gives the store owners' results;
+    'auto' takes it for a run without checkpoint and leaves it for a checkpointed one; 'on' refuses that run."""
+    want = local_run()
+    ex = two_workers
+    ex.store_shards = 1
+    try:
+        for mode, ckpt, used in (("on", None, True), ("off", None, False), ("auto", None, True),
+                                 ("auto", tmp_path / "ckpt", False)):
+            ex.replicas = mode
+            m = ToyMethod()
+            got = ex.run(m, EPISODES, ToyLLMFactory(), ROUND, checkpoint_dir=ckpt)
+            assert_same_run((m, got), want)
+            assert_applied_once(m, EPISODES)
+            assert ex.stats["replicas"] is used, mode
+            assert sum(w["episodes"] for w in ex.stats["workers"]) == len(EPISODES)
+        ex.replicas = "on"
+        with pytest.raises(ConfigError, match="replicas='on' needs one store shard.*this run has a checkpoint"):
+            ex.run(ToyMethod(), EPISODES, ToyLLMFactory(), ROUND, checkpoint_dir=tmp_path / "refused")
+        assert not (tmp_path / "refused").exists() or not any((tmp_path / "refused").iterdir())
+    finally:
+        ex.replicas = "auto"
+    with pytest.raises(ConfigError, match="replicas must be one of 'auto', 'on', 'off', got 'yes'"):
+        RayExecutor(replicas="yes")
+
+
+@pytest.mark.parametrize("replicas", ["on", "off"])
+def test_worker_killed_mid_round_is_retried_and_applied_once(two_workers, replicas):
+    """With replicas the restarted worker's replica is rebuilt from the applied rounds before its next share."""
     import ray
 
     episodes = EPISODES[:12]
@@ -137,6 +165,7 @@ def test_worker_killed_mid_round_is_retried_and_applied_once(two_workers):
     m = ToyMethod(think_s=0.8)
     ex = two_workers
     ex.store_shards = 1
+    ex.replicas = replicas
     ex.rounds_done = 0  # before the killer starts watching it
     killed = []
 
@@ -152,10 +181,13 @@ def test_worker_killed_mid_round_is_retried_and_applied_once(two_workers):
 
     t = threading.Thread(target=killer)
     t.start()
-    got = ex.run(m, episodes, ToyLLMFactory(), ROUND)
-    t.join()
+    try:
+        got = ex.run(m, episodes, ToyLLMFactory(), ROUND)
+    finally:
+        t.join()
+        ex.replicas = "auto"
     assert killed == [1]
-    assert ex.stats["retried_chunks"] >= 1
+    assert ex.stats["retried_chunks"] >= 1 and ex.stats["replicas"] is (replicas == "on")
     assert_same_run((m, got), want)
     assert_applied_once(m, episodes)
 
@@ -259,3 +291,54 @@ def test_a_worker_with_several_slots_is_idle_once_per_slot_and_busy_time_is_a_un
     assert pool._idle == [0, 1, 2, 0, 1, 2]  # a round's first three shares go to three workers
     assert union_s([(0.0, 2.0), (1.0, 3.0), (5.0, 6.0)]) == 4.0
     assert union_s([(0.0, 4.0), (1.0, 2.0)]) == 4.0 and union_s([]) == 0.0
+
+
+def test_a_worker_without_its_replica_says_so_and_is_rebuilt_from_the_applied_rounds(ray_cluster):
+    """The worker side of replica mode, in this process: a replica one round short applies the previous
+    round's shares; a missing one raises ReplicaLost (the pool then rebuilds it and reruns the share);
+    a rebuilt replica gives the share the results a store owner's snapshot gives."""
+    import ray
+
+    from cluster.workers import EpisodePool, EpisodeWorker, ReplicaLost
+
+    method = ToyMethod()
+    ref = [ray.put(method)]
+    rounds = [EPISODES[k:k + ROUND] for k in range(0, 12, ROUND)]
+    owner = ToyMethod()
+    want = []
+    for batch in rounds:  # what store owners would serve: the local executor's snapshots
+        out = owner.run_episodes(owner.snapshot(), batch, ToyLLMFactory()())
+        want.append([r.record for r in out])
+        owner.apply(out)
+    w = EpisodeWorker(0, ToyLLMFactory())
+    shares = []
+    for k, batch in enumerate(rounds[:2]):
+        results, st = w.run_on_replica(ref, k, batch, *([shares[k - 1]] if k else []))
+        assert [r.record for r in results] == want[k] and (st["apply_s"] > 0) is (k > 0)
+        shares.append((results, st))
+    fresh = EpisodeWorker(1, ToyLLMFactory())  # a restarted worker: no replica
+    with pytest.raises(ReplicaLost, match="holds no replica of this run for round 2"):
+        fresh.run_on_replica(ref, 2, rounds[2], shares[1])
+    assert fresh.rebuild_replica(ref, [1], shares[0]) == 1  # round 0 replayed; the share applies round 1
+    results, _ = fresh.run_on_replica(ref, 2, rounds[2], shares[1])
+    assert [r.record for r in results] == want[2]
+    final = fresh.finish_replica(ref, 3, (results, {}))
+    owner_state, final_state = owner.state(), final.state()
+    for key in owner_state:
+        np.testing.assert_array_equal(final_state[key], owner_state[key], err_msg=key)
+
+    @ray.remote(num_cpus=0)
+    class LosesItsReplicaOnce:
+        def __init__(self):
+            self.calls = 0
+
+        def run(self, x):
+            self.calls += 1
+            if self.calls == 1:
+                raise ReplicaLost("restarted")
+            return x
+
+    lost = []
+    pool = EpisodePool([LosesItsReplicaOnce.remote()], max_restarts=2, max_attempts=3, on_lost=lost.append)
+    pool.submit(lambda actor, x: actor.run.remote(x), 7)
+    assert pool.get_next_unordered() == 7 and lost == [0] and pool.retried == [1]
