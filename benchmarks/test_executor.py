@@ -192,7 +192,7 @@ def test_executor_throughput(benchmark, ray_cluster, workload):
         executors_out[key] = {
             "episodes_per_s": st["episodes_per_s"], "round_s": st["round_s"], "round_overhead_s": st["round_overhead_s"],
             "barrier_apply_s": st["barrier_apply_s"], "store_apply_s": st.get("store_apply_s", st["barrier_apply_s"]),
-            "busy": [w["episodes_per_s"] for w in st["workers"]],
+            "busy": [w["episodes_per_s"] for w in st["workers"]], "replicas": st.get("replicas", False),
             "workers": [[w["worker"], w["episodes"], w["episodes_per_s"], w["cpu_s"] / w["busy_s"], w["llm_calls"]]
                         for w in st["workers"]]}
     mode = "cold" if COLD else "warm"
