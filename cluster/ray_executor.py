@@ -25,12 +25,13 @@ several shards), so it ends exactly as after a local run.
 Replica mode (``replicas``; by default on when a run has one store shard, no
 checkpoint, ``pipeline_rounds = 0`` and one share per worker at a time): no store
 owner. Each worker keeps a replica of the run's method; its call for round k
-takes every share of round k-1 as arguments (their ObjectRefs, so Ray hands the
-results over with no driver round trip), applies them in episode-id order, as an
-owner would, and runs its share on the replica's snapshot. Two messages a round
-instead of four or five, and no snapshot in the object store. A restarted worker's
-replica is rebuilt by replaying the applied rounds; the final state comes from a
-worker that applies the last round. Same results as the store owners'.
+takes the shares of every round its replica lacks (normally round k-1) as
+arguments (their ObjectRefs, so Ray hands the results over with no driver round
+trip), applies each round in episode-id order, as an owner would, and runs its
+share on the replica's snapshot. Two messages a round instead of four or five, and
+no snapshot in the object store. A restarted worker's next share carries every
+round from round 0; the final state comes from the worker whose replica lacks the
+fewest rounds, after applying them. Same results as the store owners'.
 
 Failure semantics: a worker killed mid-round is restarted by Ray
 (``max_restarts``) and its share is rerun elsewhere (``max_attempts``); a
@@ -257,9 +258,9 @@ class RayExecutor(RoundLoop):
         t0 = time.perf_counter()
         shards = self._shards(method)
         self._use_replicas = self._replicas_for(method, shards)
-        self._history: list[list] = []  # replica mode: each applied round's share refs
-        self._stale: set[int] = set()  # replica mode: workers whose replica must be rebuilt before their next share
-        self._last_workers: list[int] = []  # replica mode: the workers that ran the latest round
+        self._history: list[list] = []  # replica mode: each collected round's share refs
+        # replica mode: rounds applied to each worker's replica once its latest share runs (None: none, or lost)
+        self._replica_rounds: list[int | None] = [None] * self.n_workers
         if self._use_replicas:
             self._active_stores, loaded = [], []
         else:
@@ -295,7 +296,7 @@ class RayExecutor(RoundLoop):
         ray.get(ready)
         self._startup_s = time.perf_counter() - t0  # process start, LLM backend build: not per-round cost
         self.pool = EpisodePool(self.workers, self.max_restarts, self.max_attempts, self.shares_per_worker,
-                                on_lost=self._stale.add if self._use_replicas else None)
+                                on_lost=self._replica_lost if self._use_replicas else None)
         # per worker: episodes, LLM calls, its shares' (start, end) wall times (busy = their union: shares
         # may overlap) and, per process, the first and last CPU-time readings (CPU time is per process)
         self._per_worker = [{"episodes": 0, "llm_calls": 0, "spans": [], "cpu": {}} for _ in range(self.n_workers)]
@@ -314,7 +315,7 @@ class RayExecutor(RoundLoop):
         n_chunks = min(len(batch), self.n_workers * self.chunks_per_worker)
         bounds = np.linspace(0, len(batch), n_chunks + 1).round().astype(int)
         if self._use_replicas:  # the workers apply round index - 1 themselves (module docstring)
-            submit = functools.partial(self._replica_share, index, self._history[index - 1] if index else [])
+            submit = functools.partial(self._replica_share, index)
         else:
             snapshot_refs = [s.snapshot.remote() for s in self._active_stores]
             submit = functools.partial(_run_share, self._method_ref, snapshot_refs)
@@ -327,14 +328,22 @@ class RayExecutor(RoundLoop):
             self.pool.submit(submit, batch[a:b])
         return index, progress
 
-    def _replica_share(self, index, prev, actor, episodes):
-        """Submit a share of round ``index`` to ``actor`` in replica mode, rebuilding its replica first if it lost it."""
+    def _missing_rounds(self, i: int, upto: int) -> tuple[int, list[int], list]:
+        """``(start, counts, share refs)`` of the rounds worker ``i``'s replica lacks to reach ``upto`` applied
+        rounds (all of them from round 0 when it has none)."""
+        start = self._replica_rounds[i] or 0
+        rounds = self._history[start:upto]
+        return start, [len(h) for h in rounds], [r for h in rounds for r in h]
+
+    def _replica_share(self, index, actor, episodes):
+        """Submit a share of round ``index`` to ``actor`` in replica mode, with the rounds its replica lacks."""
         i = self.workers.index(actor)
-        if i in self._stale:  # restarted: replay rounds 0 .. index - 2; the share itself applies index - 1
-            self._stale.discard(i)
-            past = self._history[:max(index - 1, 0)]
-            actor.rebuild_replica.remote([self._method_ref], [len(h) for h in past], *[r for h in past for r in h])
-        return actor.run_on_replica.remote([self._method_ref], index, episodes, *prev)
+        start, counts, refs = self._missing_rounds(i, index)
+        self._replica_rounds[i] = index
+        return actor.run_on_replica.remote([self._method_ref], index, episodes, start, counts, *refs)
+
+    def _replica_lost(self, i: int) -> None:
+        self._replica_rounds[i] = None  # its next share rebuilds the replica from round 0
 
     def _collect_round(self, handle):
         index, progress = handle
@@ -375,7 +384,6 @@ class RayExecutor(RoundLoop):
             if len(self._history) != index:
                 raise AssertionError(f"replica mode collected round {index} after {len(self._history)} rounds")
             self._history.append(list(self._share_refs))
-            self._last_workers = sorted({st["worker"] for _, _, st in shares})
             applied = [st["apply_s"] for _, _, st in shares if st.get("apply_s")]
             if applied:
                 self._store_apply.append(max(applied))
@@ -439,24 +447,20 @@ class RayExecutor(RoundLoop):
             method.join(owned)
 
     def _final_replica(self, method_ref):
-        """Replica mode: the run's final method, from a worker that applies the last round to its replica
-        (one that ran the last round; any other after rebuilding it), copied so its arrays are writable.
-        None when no round ran (the method is as it started)."""
-        rounds, history = len(self._history), self._history
+        """Replica mode: the run's final method, from the worker whose replica needs the fewest rounds applied
+        (any other, rebuilt, if that one fails), copied so its arrays are writable. None when no round ran."""
+        rounds = len(self._history)
         if not rounds:
             return None
-        order = [i for i in self._last_workers if i not in self._stale]
-        order += [i for i in range(self.n_workers) if i not in order]
+        order = sorted(range(self.n_workers), key=lambda i: -(self._replica_rounds[i] or -1))
         error = None
         for i in order:
-            actor = self.workers[i]
+            start, counts, refs = self._missing_rounds(i, rounds)
             try:
-                if i not in self._last_workers or i in self._stale:
-                    past = history[:rounds - 1]
-                    actor.rebuild_replica.remote([method_ref], [len(h) for h in past], *[r for h in past for r in h])
-                return copy.deepcopy(ray.get(actor.finish_replica.remote([method_ref], rounds, *history[-1])))
-            except (ray.exceptions.RayActorError, ReplicaLost) as exc:  # try the next worker
-                self._stale.add(i)
+                method = ray.get(self.workers[i].finish_replica.remote([method_ref], rounds, start, counts, *refs))
+                return copy.deepcopy(method)
+            except (ray.exceptions.RayActorError, ReplicaLost) as exc:  # try the next worker, from round 0
+                self._replica_rounds[i] = None
                 error = exc
         raise BackendError(f"no worker could hand back the run's final state: {error}") from error
 

@@ -85,60 +85,52 @@ class EpisodeWorker:
         return self._run(snapshot, episodes, t0, c0, started)
 
     # -- replica mode (RayExecutor replicas): the worker applies every round to its own copy ------
-    def run_on_replica(self, method_ref: list, round_index: int, episodes: Sequence[Episode], *prev_shares
-                       ) -> tuple[list[EpisodeResult], dict[str, Any]]:
-        """Run ``episodes`` of round ``round_index`` on the replica, first applying round ``round_index - 1``.
+    def run_on_replica(self, method_ref: list, round_index: int, episodes: Sequence[Episode], start: int,
+                       counts: Sequence[int], *shares) -> tuple[list[EpisodeResult], dict[str, Any]]:
+        """Run ``episodes`` of round ``round_index`` on the replica, after applying the rounds it lacks.
 
-        ``prev_shares`` are that round's share results ``(results, stats)``, all of them, in any order;
-        they are applied in episode-id order, as a store owner applies them, so the replica's
-        snapshot is the one a store owner would serve. A worker with no replica of this run at
-        round ``round_index - 1`` (it was restarted) raises :class:`ReplicaLost`; the executor then
-        rebuilds it (:meth:`rebuild_replica`) and runs the share again.
+        ``shares`` are the share results ``(results, stats)`` of rounds ``start .. round_index - 1``
+        (``counts[j]`` of them for round ``start + j``, in any order); each round is applied in
+        episode-id order, as a store owner applies it, so the replica's snapshot is the one a store
+        owner would serve. ``start = 0`` builds a new replica from the run's method first (a new run,
+        or a worker Ray restarted); a worker whose replica is older than ``start`` (it was restarted
+        unnoticed) raises :class:`ReplicaLost`, and the executor sends every round again.
         """
         t0, c0, started = time.perf_counter(), time.process_time(), time.time()
-        key = self._method_for(method_ref)
-        if self._replica_key != key:
-            if round_index != 0:
-                raise ReplicaLost(f"worker {self.index} holds no replica of this run for round {round_index}")
-            self._new_replica(key)
         t = time.perf_counter()
-        applied = self._advance(round_index, prev_shares)
+        applied = self._catch_up(method_ref, start, counts, shares)
         apply_s = time.perf_counter() - t
+        if self._replica_rounds != round_index:
+            raise ReplicaLost(f"worker {self.index}: replica at round {self._replica_rounds}, asked for {round_index}")
         results, stats = self._run(freeze(self._replica.snapshot()), episodes, t0, c0, started)
         stats["apply_s"] = apply_s if applied else 0.0
         return results, stats
 
-    def rebuild_replica(self, method_ref: list, counts: Sequence[int], *shares) -> int:
-        """A new replica of the run with rounds ``0 .. len(counts) - 1`` applied (``counts[j]`` shares each,
-        flattened in ``shares``): what a restarted worker needs before its next share."""
-        self._new_replica(self._method_for(method_ref))
-        start = 0
-        for j, n in enumerate(counts):
-            self._advance(j + 1, shares[start:start + n])
-            start += n
-        return self._replica_rounds
-
-    def finish_replica(self, method_ref: list, rounds: int, *last_shares):
-        """Apply the run's last round (``rounds - 1``) and hand the replica back (the run's final method)."""
-        if self._replica_key != self._method_for(method_ref):
-            raise ReplicaLost(f"worker {self.index} holds no replica of this run to finish")
-        self._advance(rounds, last_shares)
+    def finish_replica(self, method_ref: list, rounds: int, start: int, counts: Sequence[int], *shares):
+        """Apply the rounds the replica lacks up to the run's last (``rounds - 1``) and hand it back: the run's
+        final method. Arguments as :meth:`run_on_replica`'s."""
+        self._catch_up(method_ref, start, counts, shares)
+        if self._replica_rounds != rounds:
+            raise ReplicaLost(f"worker {self.index}: replica at round {self._replica_rounds}, asked for {rounds}")
         method, self._replica, self._replica_key = self._replica, None, None
         return method
 
-    def _new_replica(self, key: str) -> None:
-        # deepcopy: arrays deserialized from the object store are read-only; the replica is written
-        self._replica, self._replica_key, self._replica_rounds = copy.deepcopy(self.method), key, 0
-
-    def _advance(self, rounds: int, shares) -> bool:
-        """Bring the replica to ``rounds`` applied rounds: apply round ``rounds - 1`` (``shares``) if it is one short."""
-        if self._replica_rounds == rounds:
-            return False
-        if self._replica_rounds != rounds - 1:
-            raise ReplicaLost(f"worker {self.index}: replica at round {self._replica_rounds}, asked for {rounds}")
-        self._replica.apply(sorted((r for share in shares for r in share[0]), key=lambda r: r.episode_id))
-        self._replica_rounds = rounds
-        return True
+    def _catch_up(self, method_ref: list, start: int, counts: Sequence[int], shares) -> bool:
+        key = self._method_for(method_ref)
+        if start == 0:
+            # deepcopy: arrays deserialized from the object store are read-only; the replica is written
+            self._replica, self._replica_key, self._replica_rounds = copy.deepcopy(self.method), key, 0
+        elif self._replica_key != key or self._replica_rounds < start:
+            raise ReplicaLost(f"worker {self.index} holds no replica of this run at round {start}")
+        applied, first = False, 0
+        for j, n in enumerate(counts):
+            rounds = start + j + 1  # applied rounds once round start + j is in
+            if self._replica_rounds < rounds:
+                self._replica.apply(sorted((r for share in shares[first:first + n] for r in share[0]),
+                                           key=lambda r: r.episode_id))
+                self._replica_rounds, applied = rounds, True
+            first += n
+        return applied
 
     def _run(self, snapshot, episodes, t0: float, c0: float, started: float):
         server0 = server_books(self.llm)

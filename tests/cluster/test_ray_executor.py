@@ -155,6 +155,24 @@ def test_replicas_on_auto_and_off_equal_the_local_executor(two_workers, tmp_path
         RayExecutor(replicas="yes")
 
 
+def test_replicas_catch_up_on_rounds_a_worker_had_no_share_of(two_workers):
+    """Rounds of one episode leave a worker without a share; its next share brings the rounds it missed,
+    with no lost share and no retry. Same results as the local executor at the same round plan."""
+    plan = [4, 1, 1, 4, 2, 1, 3, 4]
+    want_m = ToyMethod()
+    want = LocalExecutor().run(want_m, EPISODES, ToyLLMFactory(), plan)
+    ex = two_workers
+    ex.store_shards, ex.replicas = 1, "on"
+    try:
+        m = ToyMethod()
+        got = ex.run(m, EPISODES, ToyLLMFactory(), plan)
+    finally:
+        ex.replicas = "auto"
+    assert_same_run((m, got), (want_m, want))
+    assert_applied_once(m, EPISODES)
+    assert ex.stats["replicas"] and ex.stats["retried_chunks"] == 0
+
+
 @pytest.mark.parametrize("replicas", ["on", "off"])
 def test_worker_killed_mid_round_is_retried_and_applied_once(two_workers, replicas):
     """With replicas the restarted worker's replica is rebuilt from the applied rounds before its next share."""
@@ -294,16 +312,15 @@ def test_a_worker_with_several_slots_is_idle_once_per_slot_and_busy_time_is_a_un
 
 
 def test_a_worker_without_its_replica_says_so_and_is_rebuilt_from_the_applied_rounds(ray_cluster):
-    """The worker side of replica mode, in this process: a replica one round short applies the previous
-    round's shares; a missing one raises ReplicaLost (the pool then rebuilds it and reruns the share);
-    a rebuilt replica gives the share the results a store owner's snapshot gives."""
+    """The worker side of replica mode, in this process: a replica applies the rounds it lacks, however
+    many; one older than the rounds it is sent (a restarted worker) raises ReplicaLost (the pool then
+    sends every round again); a rebuilt replica gives the share the results a store owner's snapshot gives."""
     import ray
 
     from cluster.workers import EpisodePool, EpisodeWorker, ReplicaLost
 
-    method = ToyMethod()
-    ref = [ray.put(method)]
-    rounds = [EPISODES[k:k + ROUND] for k in range(0, 12, ROUND)]
+    ref = [ray.put(ToyMethod())]
+    rounds = [EPISODES[k:k + ROUND] for k in range(0, 16, ROUND)]
     owner = ToyMethod()
     want = []
     for batch in rounds:  # what store owners would serve: the local executor's snapshots
@@ -312,17 +329,17 @@ def test_a_worker_without_its_replica_says_so_and_is_rebuilt_from_the_applied_ro
         owner.apply(out)
     w = EpisodeWorker(0, ToyLLMFactory())
     shares = []
-    for k, batch in enumerate(rounds[:2]):
-        results, st = w.run_on_replica(ref, k, batch, *([shares[k - 1]] if k else []))
+    for k, batch in enumerate(rounds[:3]):  # round k sends round k - 1 (round 0: a new replica)
+        results, st = w.run_on_replica(ref, k, batch, max(k - 1, 0), [1] if k else [], *shares[k - 1:k])
         assert [r.record for r in results] == want[k] and (st["apply_s"] > 0) is (k > 0)
         shares.append((results, st))
     fresh = EpisodeWorker(1, ToyLLMFactory())  # a restarted worker: no replica
-    with pytest.raises(ReplicaLost, match="holds no replica of this run for round 2"):
-        fresh.run_on_replica(ref, 2, rounds[2], shares[1])
-    assert fresh.rebuild_replica(ref, [1], shares[0]) == 1  # round 0 replayed; the share applies round 1
-    results, _ = fresh.run_on_replica(ref, 2, rounds[2], shares[1])
-    assert [r.record for r in results] == want[2]
-    final = fresh.finish_replica(ref, 3, (results, {}))
+    with pytest.raises(ReplicaLost, match="holds no replica of this run at round 2"):
+        fresh.run_on_replica(ref, 3, rounds[3], 2, [1], shares[2])
+    results, _ = fresh.run_on_replica(ref, 3, rounds[3], 0, [1, 1, 1], *shares)  # every round from 0
+    assert [r.record for r in results] == want[3]
+    shares.append((results, {}))
+    final = w.finish_replica(ref, 4, 2, [1, 1], *shares[2:])  # w lacks rounds 2 and 3: applies both
     owner_state, final_state = owner.state(), final.state()
     for key in owner_state:
         np.testing.assert_array_equal(final_state[key], owner_state[key], err_msg=key)
