@@ -27,7 +27,8 @@ import time
 import numpy as np
 
 
-def _records(results) -> list[dict]:
+def records(results) -> list[dict]:
+    """An episode share's records without their timings (keys ending in ``_s`` differ run to run)."""
     return [{k: v for k, v in r.record.items() if not k.endswith("_s")} for r in results]
 
 
@@ -46,7 +47,7 @@ def _child(conn, step, method, llm_factory, snapshots) -> None:
             out.extend(method.run_episodes(snap, episodes, llm))
             if mode == "bare-2,barrier":
                 step.wait()
-        conn.send((t0, time.perf_counter(), _records(out)))
+        conn.send((t0, time.perf_counter(), records(out)))
 
 
 def round_snapshots(method, rounds, llm) -> list[dict]:

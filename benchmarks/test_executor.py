@@ -39,7 +39,7 @@ from engine.config import apply_overrides, load_toml  # noqa: E402
 from engine.executor import LocalExecutor  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _bare import BarePair, round_snapshots  # noqa: E402  (benchmarks/_bare.py)
+from _bare import BarePair, records as timeless, round_snapshots  # noqa: E402  (benchmarks/_bare.py)
 from _results import record  # noqa: E402  (benchmarks/_results.py)
 
 EPISODES = int(os.environ.get("TOE_BENCH_EPISODES", 100))
@@ -134,8 +134,7 @@ def test_executor_throughput(benchmark, ray_cluster, workload):
                 results = ex.run(fresh(), episodes, llm_factory, ROUND)
                 wall = time.perf_counter() - t0
                 walls[key].append(wall)
-                # timings (keys ending in _s) differ run to run; everything else must match across executors
-                records[-1][key] = [{k: v for k, v in r.record.items() if not k.endswith("_s")} for r in results]
+                records[-1][key] = timeless(results)  # everything but timings must match across executors
                 if key not in best or wall < best[key]["wall_s"]:
                     best[key] = {**ex.stats, "wall_s": wall}
             for mode in BarePair.MODES if bare is not None else ():

@@ -56,7 +56,8 @@ from cluster.auth import connection_hint, enable_driver_token_auth
 from cluster.store_actors import StoreOwner
 from cluster.workers import EpisodePool, EpisodeWorker, ReplicaLost
 from engine.errors import BackendError, ConfigError
-from engine.executor import RoundLoop, books_since, check_cluster_resources, worker_stats
+from engine.executor import REPLICA_MODES, RoundLoop, books_since, check_cluster_resources, worker_stats
+from engine.rounds import served_snapshot
 
 
 def _run_share(method_ref, snapshot_refs, actor, episodes):
@@ -73,7 +74,6 @@ def union_s(spans) -> float:
     return total
 
 
-REPLICA_MODES = ("auto", "on", "off")
 REPLICA_AUTO_BYTES = 64 * 2**20  # replicas="auto": the largest experience (snapshot bytes) copied into every worker
 
 
@@ -230,9 +230,7 @@ class RayExecutor(RoundLoop):
             return True
         if blockers:
             return False
-        views = getattr(method, "snapshot_views", None)
-        snap = views() if views is not None else method.snapshot()
-        return sum(np.asarray(v).nbytes for v in snap.values()) <= REPLICA_AUTO_BYTES
+        return sum(np.asarray(v).nbytes for v in served_snapshot(method).values()) <= REPLICA_AUTO_BYTES
 
     # -- RoundLoop hooks -------------------------------------------------------------------------
     def _shards(self, method) -> int:
@@ -452,7 +450,8 @@ class RayExecutor(RoundLoop):
         rounds = len(self._history)
         if not rounds:
             return None
-        order = sorted(range(self.n_workers), key=lambda i: -(self._replica_rounds[i] or -1))
+        have = [-1 if r is None else r for r in self._replica_rounds]
+        order = sorted(range(self.n_workers), key=lambda i: -have[i])  # the replica lacking the fewest rounds first
         error = None
         for i in order:
             start, counts, refs = self._missing_rounds(i, rounds)

@@ -25,7 +25,7 @@ from typing import Any, Sequence
 
 from engine.checkpoint import load_method_state, save_method_state, state_dir
 from engine.errors import StoreError
-from engine.rounds import EpisodeResult
+from engine.rounds import EpisodeResult, served_snapshot
 
 
 class StoreOwner:
@@ -48,8 +48,7 @@ class StoreOwner:
         """The shard's read-only arrays for one round (stored once in the object store). Ray stores a
         task's return value before this actor runs its next task, so a method's zero-copy views
         (:class:`engine.rounds.ViewSnapshots`) are serialized before any apply changes them."""
-        views = getattr(self.method, "snapshot_views", None)
-        return views() if views is not None else self.method.snapshot()
+        return served_snapshot(self.method)
 
     def apply(self, round_index: int, results: Sequence[EpisodeResult], staging: str | None) -> dict[str, Any]:
         """Apply one round's results (sorted by episode id) and checkpoint the shard into ``staging``."""

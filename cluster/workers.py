@@ -33,7 +33,7 @@ import ray.util
 from engine.errors import BackendError
 from engine.executor import check_streams, freeze, merge_usage, run_streams, server_books, stream_pool
 from engine.llm.base import MeteredBackend
-from engine.rounds import Episode, EpisodeResult
+from engine.rounds import Episode, EpisodeResult, served_snapshot
 
 
 class ReplicaLost(RuntimeError):
@@ -102,7 +102,8 @@ class EpisodeWorker:
         apply_s = time.perf_counter() - t
         if self._replica_rounds != round_index:
             raise ReplicaLost(f"worker {self.index}: replica at round {self._replica_rounds}, asked for {round_index}")
-        results, stats = self._run(freeze(self._replica.snapshot()), episodes, t0, c0, started)
+        # views: this actor runs one call at a time, so no apply touches the replica while the share reads it
+        results, stats = self._run(freeze(served_snapshot(self._replica)), episodes, t0, c0, started)
         stats["apply_s"] = apply_s if applied else 0.0
         return results, stats
 

@@ -560,6 +560,9 @@ def _check_streams_setting(streams: int) -> int:
     return streams
 
 
+REPLICA_MODES = ("auto", "on", "off")  # [cluster] replicas (the Ray executor's replica mode)
+
+
 @dataclass(frozen=True)
 class ClusterConfig:
     """``[cluster]``: how the Ray executor places its actors (the local executor reads only checkpoint_every,
@@ -593,7 +596,8 @@ class ClusterConfig:
         check(self.max_restarts >= 0, f"cluster.max_restarts must be >= 0, got {self.max_restarts}")
         check(self.pipeline_rounds >= 0, f"cluster.pipeline_rounds must be >= 0, got {self.pipeline_rounds}")
         check(self.startup_timeout_s > 0, f"cluster.startup_timeout_s must be > 0, got {self.startup_timeout_s}")
-        check(self.replicas in ("auto", "on", "off"), f"cluster.replicas must be 'auto', 'on' or 'off', got {self.replicas!r}")
+        check(self.replicas in REPLICA_MODES, f"cluster.replicas must be one of {', '.join(map(repr, REPLICA_MODES))}, "
+                                              f"got {self.replicas!r}")
 
 
 def cluster_config(options, config: Mapping[str, Any] | None = None) -> ClusterConfig:

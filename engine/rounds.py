@@ -110,6 +110,14 @@ class ViewSnapshots(Protocol):
     def snapshot_views(self) -> Snapshot: ...
 
 
+def served_snapshot(method) -> Snapshot:
+    """The round's snapshot for a reader that is done with it before the next ``apply`` (a store owner, whose
+    return value Ray stores at once; a worker running a share on its replica): ``snapshot_views()`` when the
+    method has it (no copy of the store), else ``snapshot()``."""
+    views = getattr(method, "snapshot_views", None)
+    return views() if views is not None else method.snapshot()
+
+
 class Shardable(Protocol):
     """A method whose experience splits by subtree across several store owners.
 

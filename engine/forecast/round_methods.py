@@ -44,6 +44,7 @@ array (``state``). Each record carries ``backend`` and ``model`` from
 
 from __future__ import annotations
 
+import hashlib
 import json
 import pickle
 import shutil
@@ -306,8 +307,6 @@ class MemoryBaselineMethod(_Experience):
         a share's streams and a worker's shares of one round reuse it). Its LLM usage counts for the round's
         first question only (``opens``), whoever made it.
         """
-        import hashlib
-
         from engine.executor import merge_usage
 
         def make():

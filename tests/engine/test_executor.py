@@ -127,6 +127,11 @@ def test_pipelined_rounds_refuse_checkpoints_and_bad_depths(tmp_path):
         ClusterConfig(pipeline_rounds=-1)
 
 
+def test_an_unknown_replica_mode_is_refused():
+    with pytest.raises(ConfigError, match="cluster.replicas must be one of 'auto', 'on', 'off', got 'yes'"):
+        ClusterConfig(replicas="yes")
+
+
 def test_round_size_changes_results_so_staleness_is_real():
     m1, _, _ = run_local(round_size=1)
     m8, _, _ = run_local(round_size=8)
