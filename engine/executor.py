@@ -18,7 +18,9 @@ Usage (what a runner does)::
     executor.close()
 
 ``llm_factory`` is called once per worker (in the worker's process for Ray), so
-it must be picklable for Ray: a top-level class or ``functools.partial``.
+it must be picklable for Ray and should compare by value (a frozen dataclass such as
+:class:`engine.llm.factory.BackendFactory`): an executor handed an equal factory keeps its
+workers and their loaded engines, a different one restarts them.
 """
 
 from __future__ import annotations

@@ -125,11 +125,19 @@ def make_llm(llm_table, cfg: FinanceConfig, seed: int):
     return make_backend(replace(load_llm_config(llm_table), seed=seed), policy=FinancePolicy(cfg.simulated_finance))
 
 
+@dataclass(frozen=True)
 class FinanceLLMFactory:
-    """Picklable zero-argument factory of a run's backend (called once per worker; see engine.executor)."""
+    """Picklable zero-argument factory of a run's backend (called once per worker; see engine.executor).
 
-    def __init__(self, llm_table, cfg: FinanceConfig, seed: int):
-        self.llm_table, self.cfg, self.seed = llm_table, cfg, int(seed)
+    Compared by value, so an executor handed an equal factory keeps its workers.
+    """
+
+    llm_table: object
+    cfg: FinanceConfig
+    seed: int
+
+    def __post_init__(self):
+        object.__setattr__(self, "seed", int(self.seed))
 
     def __call__(self):
         return make_llm(self.llm_table, self.cfg, self.seed)

@@ -21,7 +21,6 @@ method and seed), ``summary.json``, ``table.md``, ``accuracy_vs_calls.png``,
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
@@ -201,10 +200,10 @@ def row_labels(exp: Game24Experiment, config: Mapping[str, Any]) -> dict[str, st
 
 def llm_factory(llm_cfg, seed: int):
     """The run's backend factory for ``seed`` (a picklable partial: each Ray worker calls it once)."""
-    from engine.llm.factory import make_backend
+    from engine.llm.factory import BackendFactory
     from engine.tasks import policy_of
 
-    return functools.partial(make_backend, replace(llm_cfg, seed=seed), policy=policy_of("game24"))
+    return BackendFactory(replace(llm_cfg, seed=seed), policy=policy_of("game24"))
 
 
 _llm_factory = llm_factory  # the executor benchmark's name for it

@@ -20,7 +20,6 @@ plateau was detected (:mod:`engine.flex.tracking`).
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Mapping
@@ -123,9 +122,9 @@ def parse(config: Mapping[str, Any]) -> GenericRun:
 
 
 def llm_factory(llm_cfg, seed: int):
-    from engine.llm.factory import make_backend
+    from engine.llm.factory import BackendFactory
 
-    return functools.partial(make_backend, replace(llm_cfg, seed=seed), policy="engine.generic.simulated:policy_for")
+    return BackendFactory(replace(llm_cfg, seed=seed), policy="engine.generic.simulated:policy_for")
 
 
 class GenericTask:

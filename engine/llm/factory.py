@@ -15,9 +15,28 @@ naming ``attr(cfg) -> policy``, which pickles for Ray workers; each task's is
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 from engine.errors import ConfigError
 from engine.llm.base import LLMBackend
 from engine.llm.config import BACKENDS, LLMConfig
+
+
+@dataclass(frozen=True)
+class BackendFactory:
+    """Picklable zero-argument factory of one run's backend: ``make_backend(cfg, policy)``.
+
+    Compared by value (a frozen dataclass), so an executor handed a new but equal factory
+    keeps its workers and their loaded engines (``functools.partial`` compares by identity).
+    ``policy`` should itself compare by value: a ``"module:attr"`` string or a dataclass.
+    """
+
+    cfg: LLMConfig
+    policy: Any = None
+
+    def __call__(self) -> LLMBackend:
+        return make_backend(self.cfg, policy=self.policy)
 
 
 def make_backend(cfg: LLMConfig, policy=None) -> LLMBackend:

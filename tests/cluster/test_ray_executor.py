@@ -359,3 +359,18 @@ def test_a_worker_without_its_replica_says_so_and_is_rebuilt_from_the_applied_ro
     pool = EpisodePool([LosesItsReplicaOnce.remote()], max_restarts=2, max_attempts=3, on_lost=lost.append)
     pool.submit(lambda actor, x: actor.run.remote(x), 7)
     assert pool.get_next_unordered() == 7 and lost == [0] and pool.retried == [1]
+
+
+def test_an_equal_llm_factory_keeps_the_workers_and_a_different_one_restarts_them(two_workers):
+    import ray
+
+    def pids():
+        return ray.get([w.pid.remote() for w in two_workers.workers])
+
+    m = ToyMethod()
+    two_workers.run(m, EPISODES[:8], ToyLLMFactory(), ROUND)
+    first = pids()
+    two_workers.run(ToyMethod(), EPISODES[:8], ToyLLMFactory(), ROUND)  # a new object, equal by value
+    assert pids() == first
+    two_workers.run(ToyMethod(), EPISODES[:8], ToyLLMFactory(work=1), ROUND)
+    assert not set(pids()) & set(first)
