@@ -189,6 +189,25 @@ def canonical_keys(num, den, size, out_num, out_den, out_key):
 
 
 @numba.njit(cache=True)
+def pack_rows(flat_num, flat_den, size, out_num, out_den):
+    """Scatter states given as consecutive values into padded rows.
+
+    flat_num, flat_den: i8[sum(size)], state r's values at ``[offset_r, offset_r + size[r])``;
+    size: i8[b] in 1..4. out_num, out_den: i8[b, w >= 4] receive the rows, padded with 0/1.
+    """
+    k = 0
+    for r in range(size.shape[0]):
+        n = size[r]
+        for c in range(n):
+            out_num[r, c] = flat_num[k]
+            out_den[r, c] = flat_den[k]
+            k += 1
+        for c in range(n, out_num.shape[1]):
+            out_num[r, c] = 0
+            out_den[r, c] = 1
+
+
+@numba.njit(cache=True)
 def rows_equal(t_num, t_den, t_size, s, num, den, n):
     """True when table row s holds the canonical state (num, den, n)."""
     if t_size[s] != n:

@@ -192,3 +192,42 @@ def scatter_add_prefetch(block, eids, values):
         e = eids[i]
         for j in range(h):
             block[e, j] += values[i, j]
+
+
+_EXP_MASK = np.int64(0x7FF0000000000000)  # exponent bits all set: inf or nan
+_CHUNK = 2048
+
+
+@numba.njit(cache=True)
+def first_bad_eid(eids, n):
+    """Index of the first eid outside ``[0, n)``, or -1: one pass, vectorised per chunk
+    (an unsigned compare catches negatives too), the exact position found only in a bad chunk."""
+    b = eids.shape[0]
+    un = np.uint64(n)
+    for start in range(0, b, _CHUNK):
+        stop = min(b, start + _CHUNK)
+        bad = False
+        for i in range(start, stop):
+            bad |= np.uint64(eids[i]) >= un
+        if bad:
+            for i in range(start, stop):
+                if np.uint64(eids[i]) >= un:
+                    return i
+    return -1
+
+
+@numba.njit(cache=True)
+def first_non_finite(bits):
+    """Index of the first inf or nan in ``bits`` (float64 values viewed as int64, flat), or -1;
+    integer tests on the exponent bits, vectorised per chunk like :func:`first_bad_eid`."""
+    b = bits.shape[0]
+    for start in range(0, b, _CHUNK):
+        stop = min(b, start + _CHUNK)
+        bad = False
+        for i in range(start, stop):
+            bad |= (bits[i] & _EXP_MASK) == _EXP_MASK
+        if bad:
+            for i in range(start, stop):
+                if (bits[i] & _EXP_MASK) == _EXP_MASK:
+                    return i
+    return -1

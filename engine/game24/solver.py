@@ -12,14 +12,17 @@ Public helpers take 1..4 numbers as ints, Fractions or numeric text.
 from __future__ import annotations
 
 import threading
+from array import array
 from dataclasses import dataclass
 from fractions import Fraction
+from itertools import chain
 from typing import Iterable, Sequence
 
 import numpy as np
 
 from engine.errors import InputError
 from engine.game24.rational import (
+    INT64_SAFE,
     fits_int64,
     format_fraction,
     to_fractions,
@@ -142,9 +145,63 @@ def shared_memo() -> SolverMemo:
     return _MEMO
 
 
+def _pack_fast(states: Sequence) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """Flat ``(num i8[m], den i8[m], size i8[b])`` of states of Fractions and ints, or None.
+
+    The fast door of :func:`state_keys` and the solver: Fractions' slots and ints' own
+    numerator/denominator are read in C-level loops into ``array('q')`` buffers (no Fraction
+    is built). None when anything else is there (text, NumPy scalars, bool, floats), a state
+    is empty or longer than 4, or a value leaves the kernels' range: the caller then takes the
+    checked path, which converts each number and names what is wrong.
+    """
+    try:
+        size = array("q", map(len, states))
+        try:  # every number a Fraction: read its slots (the common case inside the engine)
+            num = array("q", [v._numerator for s in states for v in s])
+            den = array("q", [v._denominator for s in states for v in s])
+        except AttributeError:  # ints among them: both types have numerator/denominator
+            flat = list(chain.from_iterable(states))
+            if not set(map(type, flat)) <= _EXACT_TYPES:
+                return None
+            num = array("q", [v.numerator for v in flat])
+            den = array("q", [v.denominator for v in flat])
+    except (TypeError, OverflowError):  # unsized states, non-integer slots, values beyond int64
+        return None
+    size_a = np.frombuffer(size, np.int64)
+    num_a = np.frombuffer(num, np.int64)
+    den_a = np.frombuffer(den, np.int64)
+    if not size_a.size or not num_a.size:
+        return None
+    if (size_a.min() < 1 or size_a.max() > kst.WIDTH or den_a.min() < 1 or den_a.max() >= INT64_SAFE
+            or num_a.max() >= INT64_SAFE or num_a.min() <= -INT64_SAFE):
+        return None
+    return num_a, den_a, size_a
+
+
+_EXACT_TYPES = frozenset((int, Fraction))
+
+
+def _canonical(num, den, size):
+    cn = np.empty_like(num)
+    cd = np.empty_like(den)
+    key = np.empty(size.shape[0], np.int64)
+    kst.canonical_keys(num, den, size, cn, cd, key)
+    return cn, cd, size, key
+
+
+def _canonical_flat(flat_num, flat_den, size):
+    num = np.empty((size.shape[0], kst.WIDTH), np.int64)
+    den = np.empty((size.shape[0], kst.WIDTH), np.int64)
+    kst.pack_rows(flat_num, flat_den, size, num, den)
+    return _canonical(num, den, size.copy())
+
+
 def canonicalize_batch(states: Sequence[Sequence[Fraction]]):
     """Pack and canonicalise Fraction states: (num i8[b, 4], den i8[b, 4], size i8[b], key i8[b])."""
     b = len(states)
+    fast = _pack_fast(states) if b else None
+    if fast is not None:
+        return _canonical_flat(*fast)
     num = np.zeros((b, kst.WIDTH), np.int64)
     den = np.ones((b, kst.WIDTH), np.int64)
     size = np.zeros(b, np.int64)
@@ -153,11 +210,7 @@ def canonicalize_batch(states: Sequence[Sequence[Fraction]]):
             num[r, c] = v.numerator
             den[r, c] = v.denominator
         size[r] = len(state)
-    cn = np.empty_like(num)
-    cd = np.empty_like(den)
-    key = np.empty(b, np.int64)
-    kst.canonical_keys(num, den, size, cn, cd, key)
-    return cn, cd, size, key
+    return _canonical(num, den, size)
 
 
 def canonical_state(numbers) -> tuple[Fraction, ...]:
@@ -182,13 +235,23 @@ def state_key(numbers) -> int:
 
 
 def state_keys(states: Iterable) -> np.ndarray:
-    """Keys i8[b] of many states at once (one kernel call)."""
+    """Keys i8[b] of many states at once (one kernel call).
+
+    States of Fractions and ints take a vectorised door (no per-number conversion, see
+    :func:`_pack_fast`); anything else (text, NumPy integers) is converted number by number,
+    and a bad state raises :class:`InputError` naming its index.
+    """
+    if not isinstance(states, (list, tuple)):
+        states = list(states)
+    if not states:
+        return np.zeros(0, np.int64)
+    fast = _pack_fast(states)
+    if fast is not None:
+        return _canonical_flat(*fast)[3]
     packed = [_state(s, f"states[{i}]") for i, s in enumerate(states)]
     for i, s in enumerate(packed):
         if not fits_int64(s):
             raise InputError(f"states[{i}] exceeds the int64 key range (|x| < 2**62)")
-    if not packed:
-        return np.zeros(0, np.int64)
     return canonicalize_batch(packed)[3]
 
 

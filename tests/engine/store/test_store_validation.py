@@ -160,3 +160,33 @@ def test_small_array_paths_give_numpys_answers(n):
         hi = int(ids.max())
         assert V.within(ids, hi + 1) and not V.within(ids, hi)
         assert not V.within(np.concatenate([ids, [-1]]), hi + 1)
+
+
+def test_large_batches_name_the_first_bad_eid_and_the_first_non_finite_reward():
+    """Batches over 256 take the compiled one-pass checks; the errors and the no-change rule are the same."""
+    from engine.errors import InputError, StoreError
+    from engine.store import ExperienceStore
+
+    st = ExperienceStore(capacity=64, node_capacity=256)
+    st.add_key_paths(np.arange(30, dtype=np.uint64).reshape(10, 3) + 1, created=np.zeros(10))
+    before = st.reliability.copy()
+    eids = np.arange(5000) % 10
+    rewards = np.full((5000, st.n_horizons), 0.01)
+    bad = eids.copy()
+    bad[4321] = 10
+    with pytest.raises(StoreError, match="unknown eid 10 at position 4321 of eids"):
+        st.update(bad, rewards)
+    bad[4321] = -1
+    with pytest.raises(StoreError, match="unknown eid -1 at position 4321 of eids"):
+        st.update(bad, rewards)
+    r = rewards.copy()
+    r[3000, 1] = np.inf
+    with pytest.raises(InputError, match=r"rewards must be finite, got inf at index \(3000, 1\)"):
+        st.update(eids, r)
+    r[3000, 1] = 0.0
+    r[4999, 0] = np.nan
+    with pytest.raises(InputError, match=r"got nan at index \(4999, 0\)"):
+        st.update(eids, r)
+    np.testing.assert_array_equal(st.reliability, before)
+    st.update(eids, rewards)
+    assert (st.reliability != before).any()
