@@ -62,6 +62,20 @@ def store_update(data: dict) -> list[str]:
              f"{r['store.update_vs_scatter_add']:.2f}x the plain scatter-add and "
              f"{r['vs_python'] * u['store.update'] / u['formula']:.0f}x the Python loop. Building the "
              f"{_pow10(f['n_experiences'])}-path store with `add_key_paths` took {f['build_s_wall']:.0f} s wall."]
+    if "store.update_vs_kernel" in r:
+        lines += ["", f"The checked door against the unchecked kernel: `store.update` runs at "
+                  f"**{r['store.update_vs_kernel']:.2f}x** the kernel's speed (target >= 0.9x); the two compiled "
+                  "passes over the batch (eid range, rewards' exponent bits) read 32 MB, about as long as "
+                  "this machine's memory bandwidth allows. The independent reference loop "
+                  f"(benchmarks/_store_reference.py) runs at {1 / r['kernel_vs_reference']:.2f}x the kernel's speed, "
+                  "so it is no tighter limit than the kernel itself."]
+    if "bytes_per_experience" in f["memory"]:
+        b = f["memory"]["bytes_per_experience"]
+        lines += ["", "| part | bytes per experience |", "|---|---:|"]
+        lines += [f"| {k} | {v:.1f} |" for k, v in b.items() if k not in ("total", "raw_q_and_hits",
+                                                                           "total_over_raw_q_and_hits")]
+        lines.append(f"| **total** | **{b['total']:.1f}** ({b['total_over_raw_q_and_hits']:.1f}x the "
+                     f"{b['raw_q_and_hits']} bytes of raw Q and hits) |")
     return lines
 
 
@@ -103,6 +117,9 @@ def store_summary(data: dict) -> list[str]:
 
 # --- Game of 24 core --------------------------------------------------------------------------------
 
+_G24_DOOR = ("public `state_keys` on {states} states held as Fraction tuples",
+             "`hash(tuple(sorted(state)))` on the same tuples")
+
 _G24 = {
     "hash": ("canonical hashing, {states} random states (1-4 rationals, unreduced, any order)",
              "`hash(tuple(sorted(Fraction ...)))` on {subset:,} states, x{scale}"),
@@ -134,6 +151,12 @@ def game24_core(data: dict) -> list[str]:
         ref = ref.format(subset=f.get("reference_subset", 0), scale=scale)
         lines.append(f"| {what.format(states=states)} | {_ms(f['compiled_s'])} | {f['reference_s']:.2f} s ({ref}) "
                      f"| **{f['ratio']:.0f}x** | >= {f['target']:.0f}x | {f['first_call_s']:.1f} s |")
+    if runs(data, "state_keys"):
+        f = latest(data, "state_keys")
+        what = _G24_DOOR[0].format(states=format(f["states"], ","))
+        lines.append(f"| {what} | {_ms(f['compiled_s'])} | "
+                     f"{f['reference_s']:.2f} s ({_G24_DOOR[1]}) | **{f['ratio']:.0f}x** | >= {f['target']:.0f}x | "
+                     f"{f['first_call_s']:.1f} s |")
     s, p = latest(data, "solve_all"), latest(data, "precompute")
     earlier = [" / ".join(f"{runs(data, k)[i]['figures']['ratio']:.0f}x" for k in _G24)
                for i in range(min(len(runs(data, k)) for k in _G24) - 1)]
@@ -141,6 +164,15 @@ def game24_core(data: dict) -> list[str]:
               "* Solve-all against a per-puzzle search without a shared memo (what a script that solves one puzzle "
               f"at a time does; measured on every 10th multiset, x10): {s['unshared_reference_s']:.1f} s, "
               f"**{s['ratio_vs_unshared_search']:.0f}x**."]
+    if "public_cold_over_warm" in s:
+        lines.append(f"* The public `solve_steps_many` on the 1,820 multisets: {_ms(s['public_cold_s'])} with the process "
+                     f"memo emptied, {_ms(s['public_warm_s'])} with it kept: cold/warm **{s['public_cold_over_warm']:.2f}x** "
+                     "(target <= 2x). The warm pass is the Fractions of the steps being built.")
+    if runs(data, "state_keys"):
+        f = latest(data, "state_keys")
+        lines.append(f"* `state_keys`: reading the numbers out of the Fraction objects (interpreted, one attribute "
+                     f"read per numerator and denominator) is {f['reading_fractions_share']:.0%} of its time; the "
+                     "kernel and packing are the rest.")
     if earlier:
         lines.append("* Earlier runs of the same command (hashing / solve-all / precompute): " + "; ".join(earlier)
                      + ". Ranges over all recorded runs: hashing " + ratio_range(data, "hash") + ", solve-all "

@@ -1,10 +1,12 @@
 """Game-of-24 compiled core against pure-Python ``fractions.Fraction`` references, one run.
 
-Three hot paths, each reported as a ratio (reference time / compiled time, same
+Four hot paths, each reported as a ratio (reference time / compiled time, same
 timer, same run); JIT compilation is excluded from the timed rounds and reported
 separately as ``first_call_s`` (run with an empty NUMBA_CACHE_DIR to see real
 compile times rather than cache loads):
 
+0. the public ``state_keys`` on 200,000 random states held as Fraction tuples (what callers
+   pass) vs ``hash(tuple(sorted(state)))`` on the same tuples;
 1. canonical hashing of 10**6 random states (1..4 rationals, unreduced, any order)
    vs ``hash(tuple(sorted(Fraction(n, d) ...)))`` on a 20,000-state subset, scaled;
 2. solving all 1,820 multisets of 1..13 (solvability + one solution's steps)
@@ -34,7 +36,7 @@ import pytest
 
 from engine.game24 import load_puzzles
 from engine.game24.precompute import precompute, to_tables
-from engine.game24.solver import SolverMemo, canonicalize_batch
+from engine.game24.solver import SolverMemo, _pack_fast, canonicalize_batch, state_keys
 from kernels import game24_state as kst
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -42,7 +44,7 @@ from _results import record  # noqa: E402  (benchmarks/_results.py)
 
 N_STATES = 10**6
 N_REF_HASH = 20_000
-TARGETS = {"hash": 100.0, "solve_all": 30.0, "precompute": 30.0}
+TARGETS = {"state_keys": 20.0, "hash": 100.0, "solve_all": 30.0, "precompute": 30.0}
 RESULTS: dict[str, dict] = {}
 
 
@@ -170,6 +172,31 @@ def test_hash_1e6_states(benchmark, random_states):
             python_hash_collisions_in_subset=ref_collisions)
 
 
+N_DOOR = 200_000
+
+
+def test_state_keys_public_door(benchmark, random_states):
+    """The public ``state_keys`` on Fraction tuples vs ``hash(tuple(sorted(s)))`` on the same tuples."""
+    num, den, size = random_states
+    states = [tuple(Fraction(n, d) for n, d in zip(nr[:k], dr[:k])) for nr, dr, k in
+              zip(num[:N_DOOR].tolist(), den[:N_DOOR].tolist(), size[:N_DOOR].tolist())]
+    t = time.perf_counter()
+    state_keys(states[:4])
+    first = time.perf_counter() - t
+    keys = benchmark.pedantic(state_keys, args=(states,), rounds=5, warmup_rounds=1)
+    timer = _timer(benchmark)
+    t = timer()
+    ref = [hash(tuple(sorted(s))) for s in states]
+    ref_s = timer() - t
+    t = timer()
+    _pack_fast(states)  # the part spent reading the Fractions (the interpreter's share)
+    read_s = timer() - t
+    assert len(ref) == len(keys) == N_DOOR
+    assert keys[:2000].tolist() == [int(canonicalize_batch([s])[3][0]) for s in states[:2000]]
+    _report("state_keys", benchmark, ref_s, first, states=N_DOOR,
+            reading_fractions_share=round(read_s / benchmark.stats.stats.median, 2))
+
+
 MULTISETS = list(itertools.combinations_with_replacement(range(1, 14), 4))
 
 
@@ -198,10 +225,25 @@ def test_solve_all_1820(benchmark):
     nomemo_s = (timer() - t) * len(states) / len(sub)
     assert [r is not None for r in ref] == (count >= 0).tolist()
     assert sum(r is not None for r in ref) == 1362
+    # the public door: solve_steps_many with the process memo emptied (cold) and then kept (warm)
+    from engine.game24 import solver as S
+
+    cold, warm = [], []
+    for _ in range(5):
+        S._MEMO = None
+        t = timer()
+        S.solve_steps_many(states)
+        cold.append(timer() - t)
+        t = timer()
+        public = S.solve_steps_many(states)
+        warm.append(timer() - t)
+    assert [p is not None for p in public] == [r is not None for r in ref]
     assert [r is not None for r in ref_nomemo] == (count[::10] >= 0).tolist()
     _report("solve_all", benchmark, ref_s, first,
             ratio_vs_unshared_search=round(nomemo_s / benchmark.stats.stats.median, 1),
-            unshared_reference_s=round(nomemo_s, 2))
+            unshared_reference_s=round(nomemo_s, 2),
+            public_cold_s=round(float(np.median(cold)), 4), public_warm_s=round(float(np.median(warm)), 4),
+            public_cold_over_warm=round(float(np.median(cold) / np.median(warm)), 2))
 
 
 def test_precompute_1362(benchmark):

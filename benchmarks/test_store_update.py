@@ -5,7 +5,9 @@ excluded; the formula and scatter-add timings are interleaved (R rounds, each
 round runs every variant once) and reported as medians, so load from other
 processes hits all variants alike:
 
-* ``formula``: the ToE eq. (9)/(A6) kernel (:func:`kernels.reliability.formula_update`);
+* ``formula``: the ToE eq. (9)/(A6) kernel (:func:`kernels.reliability.formula_update`), unchecked;
+* ``reference_aligned_prefetch``: the same arithmetic written independently
+  (benchmarks/_store_reference.py) on the same 64-byte-aligned block, prefetch ahead, split loop: the tight limit ``store.update`` is held against;
 * ``store.update``: the same through :meth:`ExperienceStore.update` (boundary
   validation of the batch included);
 * ``scatter_add``: a Numba random scatter-add ``Q[e] += v`` over the same rows
@@ -52,6 +54,7 @@ from kernels import reliability as KR
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _results import record  # noqa: E402  (benchmarks/_results.py)
+from _store_reference import aligned_rows, reference_update  # noqa: E402
 
 N = int(os.environ.get("TOE_BENCH_STORE_N", 10**7))
 B = 10**6
@@ -120,6 +123,26 @@ def pandas_per_update(rng) -> float:
     return (time.process_time() - t0) / B_PD
 
 
+def bytes_per_experience(st: ExperienceStore) -> dict[str, float]:
+    """Allocated bytes of each part of the store divided by the experiences it holds.
+
+    ``raw_q_and_hits``: Q at f8 per horizon plus one hit count at i8, the floor the issue measures
+    against; every other part is what the store keeps beside it (see docs/store.md).
+    """
+    n = st.n_experiences
+    parts = {"block (Q, hit, recall, padding)": st._block.nbytes}
+    parts |= {f"experience column {k}": a.nbytes for k, a in st._exp.items()}
+    parts["node columns"] = sum(a.nbytes for a in st._nodes.values())
+    parts["node texts"] = st._text.nbytes
+    parts["(parent, key) hash table"] = st._pk_table.nbytes
+    parts["key table"] = st._key_table.nbytes
+    out = {k: v / n for k, v in parts.items()}
+    out["total"] = sum(parts.values()) / n
+    out["raw_q_and_hits"] = st.n_horizons * 8 + 8
+    out["total_over_raw_q_and_hits"] = out["total"] / out["raw_q_and_hits"]
+    return out
+
+
 @pytest.fixture(scope="module")
 def big_store():
     t0 = time.perf_counter()
@@ -144,7 +167,13 @@ def test_store_update(benchmark, big_store):
     KR.formula_update(blk, eids[:64], rewards[:64], *args)
     st.update(eids[:64], rewards[:64])
 
+    # the independent reference runs on the store's own block (64-byte aligned, asserted), so every
+    # variant meets the same rows in the same cache state (all take the same eids, one after another)
+    assert blk.ctypes.data % 64 == 0 and blk.shape[1] * 8 % 64 == 0
+    reference_update(blk, eids[:64], zeros[:64], *args)
+
     variants = {
+        "reference_aligned_prefetch": lambda: reference_update(blk, eids, rewards, *args),
         "scatter_add": lambda: KR.scatter_add(blk, eids, zeros),
         "scatter_add_prefetch": lambda: KR.scatter_add_prefetch(blk, eids, zeros),
         "formula": lambda: KR.formula_update(blk, eids, rewards, *args),
@@ -165,6 +194,17 @@ def test_store_update(benchmark, big_store):
     # references on subsets, per update
     py_s = python_dict_per_update(np.random.default_rng(2))
     pd_s = pandas_per_update(np.random.default_rng(3))
+
+    # the reference computes what the kernel computes: both on copies of the first 10**5 rows, one batch
+    m = min(N, 10**5)
+    small_e = np.random.default_rng(6).integers(0, m, B)
+    a, b_ = blk[:m].copy(), aligned_rows(m, blk.shape[1])
+    b_[:] = blk[:m]
+    KR.formula_update(a, small_e, rewards, *args)
+    reference_update(b_, small_e, rewards, *args)
+    np.testing.assert_array_equal(a, b_)
+    del a, b_
+    gc.collect()
 
     # memory: tracemalloc peak during an update batch (store + inputs + temporaries)
     nb = st.nbytes()
@@ -191,6 +231,9 @@ def test_store_update(benchmark, big_store):
             "vs_scatter_add": med["scatter_add"] / formula_s,
             "vs_scatter_add_prefetch": med["scatter_add_prefetch"] / formula_s,
             "store.update_vs_scatter_add": med["scatter_add"] / med["store.update"],
+            "store.update_vs_kernel": med["formula"] / med["store.update"],
+            "store.update_vs_reference": med["reference_aligned_prefetch"] / med["store.update"],
+            "kernel_vs_reference": med["reference_aligned_prefetch"] / med["formula"],
             "vs_python": py_s / per_update,
             "vs_pandas": pd_s / per_update,
         },
@@ -206,6 +249,7 @@ def test_store_update(benchmark, big_store):
             "peak_over_raw_persisted": peak_total / nb["raw_persisted"],
             "experiences_allocated_over_raw": nb["experiences"] / nb["raw_experiences"],
             "process_maxrss_bytes": maxrss,
+            "bytes_per_experience": bytes_per_experience(st),
         },
         "targets": TARGETS,
         "subsets": {"python_rows": N_PY, "python_updates": B_PY, "pandas_rows": N_PD, "pandas_updates": B_PD},
