@@ -1,8 +1,8 @@
 """An independent reference for the store's update kernel (benchmarks/test_store_update.py).
 
 The same arithmetic as ToE eq. (9)/(A6) (``kernels.reliability.formula_update``) written
-separately, on its own packed ``f8[n, 8]`` rows whose base address is 64-byte aligned (each
-row one cache line), with a software prefetch PREFETCH updates ahead, reading and writing each row through a 1-D
+separately, for the same packed 64-byte-aligned ``f8[n, 8]`` rows (each row one cache line),
+with a software prefetch PREFETCH updates ahead, reading and writing each row through a 1-D
 view of it. The damping comes from the same lookup table below its size and from ``log`` above
 it. No checks. Written to be the tight limit; measured, the shipped kernel is faster than it
 (benchmarks/results/store.md), so it bounds the store's checked path from below, not above.
@@ -13,18 +13,10 @@ from __future__ import annotations
 import math
 
 import numba
-import numpy as np
 
 from kernels.prefetch import prefetch_row
 
 PREFETCH = 32  # updates ahead, as the kernel
-
-
-def aligned_rows(n: int, width: int = 8) -> np.ndarray:
-    """A C-contiguous ``f8[n, width]`` whose first byte sits on a 64-byte boundary."""
-    raw = np.empty(n * width + 8, np.float64)
-    skip = (-raw.ctypes.data % 64) // 8
-    return raw[skip: skip + n * width].reshape(n, width)
 
 
 @numba.njit(cache=True)

@@ -50,11 +50,12 @@ import numpy as np
 import pytest
 
 from engine.store import ExperienceStore
+from engine.store import columns as C
 from kernels import reliability as KR
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _results import record  # noqa: E402  (benchmarks/_results.py)
-from _store_reference import aligned_rows, reference_update  # noqa: E402
+from _store_reference import reference_update  # noqa: E402
 
 N = int(os.environ.get("TOE_BENCH_STORE_N", 10**7))
 B = 10**6
@@ -198,7 +199,7 @@ def test_store_update(benchmark, big_store):
     # the reference computes what the kernel computes: both on copies of the first 10**5 rows, one batch
     m = min(N, 10**5)
     small_e = np.random.default_rng(6).integers(0, m, B)
-    a, b_ = blk[:m].copy(), aligned_rows(m, blk.shape[1])
+    a, b_ = blk[:m].copy(), C.aligned_empty(m, blk.shape[1])
     b_[:] = blk[:m]
     KR.formula_update(a, small_e, rewards, *args)
     reference_update(b_, small_e, rewards, *args)

@@ -193,7 +193,7 @@ def _canonical_flat(flat_num, flat_den, size):
     num = np.empty((size.shape[0], kst.WIDTH), np.int64)
     den = np.empty((size.shape[0], kst.WIDTH), np.int64)
     kst.pack_rows(flat_num, flat_den, size, num, den)
-    return _canonical(num, den, size.copy())
+    return _canonical(num, den, size)
 
 
 def canonicalize_batch(states: Sequence[Sequence[Fraction]]):

@@ -52,18 +52,11 @@ def float_array(value, name: str, shape: tuple[int | None, ...]) -> np.ndarray:
         want = "[" + ", ".join("*" if s is None else str(s) for s in shape) + "]"
         raise InputError(f"{name} must have shape {want}, got {arr.shape}")
     arr = np.ascontiguousarray(arr, dtype=np.float64)
-    if arr.size > 256:  # one compiled pass over the exponent bits, no temporary
-        i = first_non_finite(arr.reshape(-1).view(np.int64))
-        if i >= 0:
-            bad = np.unravel_index(i, arr.shape)
-            raise InputError(
-                f"{name} must be finite, got {arr[bad]} at index {tuple(int(b) for b in bad)}"
-            )
-    elif arr.size and not np.isfinite(arr).all():
-        bad = np.argwhere(~np.isfinite(arr))[0]
-        raise InputError(
-            f"{name} must be finite, got {arr[tuple(bad)]} at index {tuple(int(b) for b in bad)}"
-        )
+    # one compiled pass over the exponent bits, no temporary; the first inf or nan is named
+    i = first_non_finite(arr.reshape(-1).view(np.int64)) if arr.size else -1
+    if i >= 0:
+        bad = np.unravel_index(i, arr.shape)
+        raise InputError(f"{name} must be finite, got {arr[bad]} at index {tuple(int(b) for b in bad)}")
     return arr
 
 
@@ -97,19 +90,11 @@ def all_distinct(ids: np.ndarray) -> bool:
 
 def eids_in_range(eids: np.ndarray, n_exp: int, name: str = "eids") -> None:
     """Raise :class:`StoreError` naming the first eid of ``eids`` (int64, 1-D) outside ``[0, n_exp)``."""
-    if eids.size == 0:
+    first = int(first_bad_eid(eids, n_exp)) if eids.size else -1  # one compiled pass (min and max: two)
+    if first < 0:
         return
-    if eids.size <= 256:
-        if within(eids, n_exp):
-            return
-        bad = np.flatnonzero((eids < 0) | (eids >= n_exp))
-        first = int(bad[0])
-    else:  # one compiled pass (min and max would be two)
-        first = int(first_bad_eid(np.ascontiguousarray(eids).reshape(-1), n_exp))
-        if first < 0:
-            return
     raise StoreError(
-        f"unknown eid {int(eids.reshape(-1)[first])} at position {first} of {name}; "
+        f"unknown eid {int(eids[first])} at position {first} of {name}; "
         f"the store has {n_exp} experiences (eids 0..{n_exp - 1})"
     )
 
