@@ -189,7 +189,7 @@ def test_state_keys_public_door(benchmark, random_states):
     ref = [hash(tuple(sorted(s))) for s in states]
     ref_s = timer() - t
     t = timer()
-    _pack_fast(states)  # the part spent reading the Fractions (the interpreter's share)
+    _pack_fast(states)  # the part spent reading the numbers out of the objects
     read_s = timer() - t
     assert len(ref) == len(keys) == N_DOOR
     assert keys[:2000].tolist() == [int(canonicalize_batch([s])[3][0]) for s in states[:2000]]
@@ -228,7 +228,8 @@ def test_solve_all_1820(benchmark):
     # the public door: solve_steps_many with the process memo emptied (cold) and then kept (warm)
     from engine.game24 import solver as S
 
-    cold, warm = [], []
+    # cold: a fresh process memo (the shipped seed of the 1..13 domain loaded); unseeded: an empty one
+    cold, warm, unseeded = [], [], []
     for _ in range(5):
         S._MEMO = None
         t = timer()
@@ -237,13 +238,19 @@ def test_solve_all_1820(benchmark):
         t = timer()
         public = S.solve_steps_many(states)
         warm.append(timer() - t)
+        S._MEMO = SolverMemo()
+        t = timer()
+        assert S.solve_steps_many(states) == public
+        unseeded.append(timer() - t)
+    S._MEMO = None
     assert [p is not None for p in public] == [r is not None for r in ref]
     assert [r is not None for r in ref_nomemo] == (count[::10] >= 0).tolist()
     _report("solve_all", benchmark, ref_s, first,
             ratio_vs_unshared_search=round(nomemo_s / benchmark.stats.stats.median, 1),
             unshared_reference_s=round(nomemo_s, 2),
             public_cold_s=round(float(np.median(cold)), 4), public_warm_s=round(float(np.median(warm)), 4),
-            public_cold_over_warm=round(float(np.median(cold) / np.median(warm)), 2))
+            public_cold_over_warm=round(float(np.median(cold) / np.median(warm)), 2),
+            public_unseeded_s=round(float(np.median(unseeded)), 4))
 
 
 def test_precompute_1362(benchmark):
@@ -267,4 +274,5 @@ def test_precompute_1362(benchmark):
     tables_s = time.perf_counter() - t
     _report("precompute", benchmark, ref_s, first,
             states={n: counts[str(n)]["states"] for n in (4, 3, 2)},
+            solvable={n: counts[str(n)]["solvable"] for n in (4, 3, 2)},
             experiences=tables["experiences"].num_rows, to_tables_s=round(tables_s, 2))

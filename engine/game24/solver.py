@@ -11,11 +11,15 @@ Public helpers take 1..4 numbers as ints, Fractions or numeric text.
 
 from __future__ import annotations
 
+import hashlib
+import io
 import threading
+import warnings
 from array import array
 from dataclasses import dataclass
 from fractions import Fraction
-from itertools import chain
+from itertools import chain, combinations_with_replacement
+from pathlib import Path
 from typing import Iterable, Sequence
 
 import numpy as np
@@ -30,6 +34,7 @@ from engine.game24.rational import (
 )
 from kernels import game24_solver as ks
 from kernels import game24_state as kst
+from kernels import pyobj as kpy
 
 TARGET = Fraction(24)
 SYMBOLS = ("+", "-", "*", "/")  # kernel symbol codes SYM_ADD..SYM_DIV
@@ -134,26 +139,110 @@ class SolverMemo:
         return steps, count
 
 
+    def seed_arrays(self) -> dict[str, np.ndarray]:
+        """The memoised states as compact arrays (the format of :data:`SEED_PATH`)."""
+        used = self.t_used.astype(bool)
+        order = np.argsort(self.t_key[used], kind="stable")  # independent of the table's capacity
+        return {"num": self.t_num[used][order].astype(np.int16), "den": self.t_den[used][order].astype(np.int16),
+                "size": self.t_size[used][order].astype(np.int8), "status": self.t_status[used][order],
+                "move": self.t_move[used][order].astype(np.int16)}
+
+    def load_seed(self, arrays: dict[str, np.ndarray]) -> None:
+        """Insert solved states (:meth:`seed_arrays`' format) into this (empty) memo.
+
+        The rows must be canonical, 3 or 4 numbers, each state once, statuses SOLVABLE or
+        UNSOLVABLE and a move exactly where solvable; anything else raises :class:`InputError`
+        and leaves the memo empty.
+        """
+        if self.size:
+            raise InputError("a seed goes into an empty memo")
+        try:
+            num = np.asarray(arrays["num"]).astype(np.int64)
+            den = np.asarray(arrays["den"]).astype(np.int64)
+            size = np.asarray(arrays["size"]).astype(np.int64)
+            status = np.asarray(arrays["status"]).astype(np.int8)
+            move = np.asarray(arrays["move"]).astype(np.int64)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise InputError(f"solver seed: missing or non-numeric array ({exc})") from exc
+        n = size.shape[0]
+        if num.shape != (n, kst.WIDTH) or den.shape != (n, kst.WIDTH) or status.shape != (n,) or move.shape != (n,):
+            raise InputError("solver seed: arrays of inconsistent shapes")
+        if n and (size.min() < 3 or size.max() > kst.WIDTH or den.min() < 1
+                  or not np.isin(status, (ks.SOLVABLE, ks.UNSOLVABLE)).all()
+                  or ((move >= 0) != (status == ks.SOLVABLE)).any()):
+            raise InputError("solver seed: a size, denominator, status or move out of its domain")
+        cn, cd, _, key = _canonical(num, den, size)
+        if not (np.array_equal(cn, num) and np.array_equal(cd, den)):
+            raise InputError("solver seed: a row is not in canonical form")
+        if np.unique(key).size != n:  # same keys are possible in principle; the seed is checked by state
+            if len({(tuple(r), tuple(d)) for r, d in zip(num.tolist(), den.tolist())}) != n:
+                raise InputError("solver seed: a state appears twice")
+        while n > self._max_used():
+            self._alloc(self.capacity * 4)
+        ks.rehash(np.ones(n, np.uint8), key, num, den, size, status, move, *self.tables())
+        self.meta[0] = n
+
+
+SEED_PATH = Path(__file__).resolve().parent.parent / "data" / "game24" / "solver_memo.npz"
+# sha256 of SEED_PATH; scripts/build_solver_seed.py rewrites the file and prints its digest
+SEED_SHA256 = "b97603a93bb1aa6816e27eab2df8fce7b522e4e75cafc89c62e91abc5b7aba00"
+
+
+def domain_memo() -> SolverMemo:
+    """A memo holding every state the search of the 1,820 puzzles of 1..13 memoises, built now."""
+    memo = SolverMemo()
+    multisets = [[Fraction(v) for v in m] for m in combinations_with_replacement(range(1, 14), 4)]
+    num, den, size, _ = canonicalize_batch(multisets)
+    memo.solve_canonical(num, den, size)
+    return memo
+
+
+def _seeded_memo() -> SolverMemo:
+    """A fresh memo holding the shipped seed (the puzzles' domain solved once, offline).
+
+    The seed is a cache, not a source of truth: the same states, statuses and moves as a search
+    from scratch (tests/kernels/test_solver_seed.py compares the shipped file with a fresh build).
+    A missing file, a digest that differs from :data:`SEED_SHA256` or a failed check leaves the
+    memo empty with a warning: answers are the same, only the first calls slower.
+    """
+    memo = SolverMemo()
+    try:
+        raw = SEED_PATH.read_bytes()
+        if hashlib.sha256(raw).hexdigest() != SEED_SHA256:
+            raise InputError(f"digest differs from the one recorded in {__name__}")
+        with np.load(io.BytesIO(raw), allow_pickle=False) as z:
+            memo.load_seed({k: z[k] for k in z.files})
+    except (OSError, ValueError, InputError) as exc:
+        warnings.warn(f"{SEED_PATH}: solver seed not used ({exc}); the memo starts empty", stacklevel=3)
+        return SolverMemo()
+    return memo
+
+
 _MEMO: SolverMemo | None = None
 
 
 def shared_memo() -> SolverMemo:
-    """The process-wide memo every public helper uses."""
+    """The process-wide memo every public helper uses (seeded with the puzzles' domain)."""
     global _MEMO
     if _MEMO is None:
-        _MEMO = SolverMemo()
+        _MEMO = _seeded_memo()
     return _MEMO
 
 
 def _pack_fast(states: Sequence) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """Flat ``(num i8[m], den i8[m], size i8[b])`` of states of Fractions and ints, or None.
+    """Padded ``(num i8[b, 4], den i8[b, 4], size i8[b])`` of states of Fractions and ints, or None.
 
-    The fast door of :func:`state_keys` and the solver: Fractions' slots and ints' own
+    The fast door of :func:`state_keys` and the solver. A list or tuple of tuples/lists is read
+    by one compiled pass over the objects themselves (:func:`kernels.pyobj.read_states`, where
+    this interpreter's layout verified at import); otherwise Fractions' slots and ints' own
     numerator/denominator are read in C-level loops into ``array('q')`` buffers (no Fraction
     is built). None when anything else is there (text, NumPy scalars, bool, floats), a state
     is empty or longer than 4, or a value leaves the kernels' range: the caller then takes the
     checked path, which converts each number and names what is wrong.
     """
+    rows = kpy.read_states(states)
+    if rows is not None:
+        return rows
     try:
         size = array("q", map(len, states))
         try:  # every number a Fraction: read its slots (the common case inside the engine)
@@ -175,7 +264,10 @@ def _pack_fast(states: Sequence) -> tuple[np.ndarray, np.ndarray, np.ndarray] | 
     if (size_a.min() < 1 or size_a.max() > kst.WIDTH or den_a.min() < 1 or den_a.max() >= INT64_SAFE
             or num_a.max() >= INT64_SAFE or num_a.min() <= -INT64_SAFE):
         return None
-    return num_a, den_a, size_a
+    out_num = np.empty((size_a.shape[0], kst.WIDTH), np.int64)
+    out_den = np.empty((size_a.shape[0], kst.WIDTH), np.int64)
+    kst.pack_rows(num_a, den_a, size_a, out_num, out_den)
+    return out_num, out_den, size_a
 
 
 _EXACT_TYPES = frozenset((int, Fraction))
@@ -189,19 +281,12 @@ def _canonical(num, den, size):
     return cn, cd, size, key
 
 
-def _canonical_flat(flat_num, flat_den, size):
-    num = np.empty((size.shape[0], kst.WIDTH), np.int64)
-    den = np.empty((size.shape[0], kst.WIDTH), np.int64)
-    kst.pack_rows(flat_num, flat_den, size, num, den)
-    return _canonical(num, den, size)
-
-
 def canonicalize_batch(states: Sequence[Sequence[Fraction]]):
     """Pack and canonicalise Fraction states: (num i8[b, 4], den i8[b, 4], size i8[b], key i8[b])."""
     b = len(states)
     fast = _pack_fast(states) if b else None
     if fast is not None:
-        return _canonical_flat(*fast)
+        return _canonical(*fast)
     num = np.zeros((b, kst.WIDTH), np.int64)
     den = np.ones((b, kst.WIDTH), np.int64)
     size = np.zeros(b, np.int64)
@@ -247,7 +332,7 @@ def state_keys(states: Iterable) -> np.ndarray:
         return np.zeros(0, np.int64)
     fast = _pack_fast(states)
     if fast is not None:
-        return _canonical_flat(*fast)[3]
+        return _canonical(*fast)[3]
     packed = [_state(s, f"states[{i}]") for i, s in enumerate(states)]
     for i, s in enumerate(packed):
         if not fits_int64(s):
@@ -294,33 +379,49 @@ _PY_MEMO: dict = {}
 
 
 def solve_steps_many(states: Sequence) -> list[tuple[Step, ...] | None]:
-    """Solution steps for many states in one compiled batch (None where unsolvable)."""
-    values = [_state(s, f"states[{i}]") for i, s in enumerate(states)]
-    out: list[tuple[Step, ...] | None] = [None] * len(values)
-    fast = [i for i, v in enumerate(values) if fits_int64(v)]
-    slow = [i for i, v in enumerate(values) if not fits_int64(v)]
+    """Solution steps for many states in one compiled batch (None where unsolvable).
+
+    States of ints and Fractions within the kernels' range take the vectorised door
+    (:func:`_pack_fast`); any other state is converted and checked number by number, and a bad
+    one raises :class:`InputError` naming its index. The steps' Fractions are built once per
+    distinct value of the batch (Fractions are immutable, so steps may share them).
+    """
+    if not isinstance(states, (list, tuple)):
+        states = list(states)
+    out: list[tuple[Step, ...] | None] = [None] * len(states)
+    rows = _pack_fast(states) if states else None
+    if rows is not None:
+        fast, slow_values = list(range(len(states))), {}
+        num, den, size, _ = _canonical(*rows)
+    else:
+        values = [_state(s, f"states[{i}]") for i, s in enumerate(states)]
+        fast = [i for i, v in enumerate(values) if fits_int64(v)]
+        slow_values = {i: v for i, v in enumerate(values) if not fits_int64(v)}
+        if fast:
+            num, den, size, _ = canonicalize_batch([values[i] for i in fast])
     if fast:
         memo = shared_memo()
-        num, den, size, _ = canonicalize_batch([values[i] for i in fast])
-        status = memo.solve_canonical(num, den, size)
+        status = memo.solve_canonical(num, den, size).tolist()
         steps, count = memo.steps_canonical(num, den, size)
+        steps, count = steps.tolist(), count.tolist()
+        fractions: dict[tuple[int, int], Fraction] = {}
+
+        def frac(n: int, d: int) -> Fraction:
+            f = fractions.get((n, d))
+            if f is None:
+                f = fractions[(n, d)] = Fraction(n, d)
+            return f
+
         for r, i in enumerate(fast):
             if status[r] == ks.SOLVABLE:
                 if count[r] < 0:  # pragma: no cover - would be a kernel bug
-                    raise RuntimeError(f"memo lost the solution path of {values[i]}")
-                out[i] = tuple(
-                    Step(
-                        Fraction(int(steps[r, k, 0]), int(steps[r, k, 1])),
-                        SYMBOLS[int(steps[r, k, 2])],
-                        Fraction(int(steps[r, k, 3]), int(steps[r, k, 4])),
-                        Fraction(int(steps[r, k, 5]), int(steps[r, k, 6])),
-                    )
-                    for k in range(int(count[r]))
-                )
+                    raise RuntimeError(f"memo lost the solution path of {states[i]!r}")
+                out[i] = tuple(Step(frac(x, xd), SYMBOLS[op], frac(y, yd), frac(z, zd))
+                               for x, xd, op, y, yd, z, zd in steps[r][: count[r]])
             elif status[r] == ks.UNKNOWN:
-                slow.append(i)
-    for i in slow:
-        out[i] = _py_steps(tuple(sorted(values[i])), _PY_MEMO)
+                slow_values[i] = None
+    for i, v in slow_values.items():
+        out[i] = _py_steps(tuple(sorted(v if v is not None else _state(states[i], f"states[{i}]"))), _PY_MEMO)
     return out
 
 
@@ -448,3 +549,4 @@ def all_solutions(numbers, limit: int = 100) -> list[str]:
 
     rec(start)
     return found
+
