@@ -41,6 +41,7 @@ reflection prompt is "(not available)" where a task has no reference solution
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Mapping, Sequence
@@ -217,7 +218,7 @@ class FlexMemory:
                 cols[name].extend(values)
         if not cols["problem"]:
             return
-        for i in range(len(cols["problem"])):  # defaults, admission order and keys, filled here in episode order
+        for i in range(len(cols["problem"])):  # defaults, filled here in episode order
             problem, solution = cols["problem"][i], cols["solution"][i] or ""
             cols["ground_truth"][i] = cols["ground_truth"][i] or ""
             cols["domain"][i] = cols["domain"][i] or self.domain
@@ -225,17 +226,17 @@ class FlexMemory:
             cols["techniques"][i] = cols["techniques"][i] if cols["techniques"][i] is not None else \
                 ",".join(extract_techniques(solution))
             cols["timestamp"][i] = cols["timestamp"][i] or _now()
+        if self.library is not None:  # a key already on disk (a resumed run) is neither appended nor re-admitted
+            seen = self.library.keys
+            keep = [i for i, key in enumerate(cols["key"]) if not key or key not in seen]
+            cols = {k: [v[i] for i in keep] for k, v in cols.items()}
+            if not keep:
+                return
+        for i in range(len(cols["problem"])):  # admission order: a restart continues the steps on disk
             cols["step"][i] = self.next_step
             cols["key"][i] = cols["key"][i] or f"record:{self.next_step}"
             self.next_step += 1
         emb = self.embedder.embed(cols["problem"])
-        if self.library is not None:  # a key already on disk (a resumed run) is neither appended nor re-admitted
-            seen = self.library.keys
-            keep = [i for i, key in enumerate(cols["key"]) if key not in seen]
-            cols = {k: [v[i] for i in keep] for k, v in cols.items()}
-            emb = emb[keep]
-            if not keep:
-                return
         self._dedup(emb, cols)
         self.table.append(emb, **cols)
         if self.library is not None:
@@ -393,10 +394,22 @@ class FlexReader:
                 "reflection": str_array([reflection]),
                 "failure_reason": str_array(["" if o.success else failure_reason(solution)]),
                 "source": str_array([source]),
-                "key": str_array([o.key]),  # the timestamp is stamped at admission (apply), not per worker
+                "key": str_array([record_key(o)]),  # the timestamp is stamped at admission (apply), not per worker
                 "rejected": np.zeros(1, np.int64),
             })
         return out
 
     def observe(self, outcomes: Sequence[Outcome], llm: LLMBackend) -> list[dict]:
         return observe_with(self, outcomes, llm, self.config.extraction)
+
+
+def record_key(o: Outcome) -> str:
+    """A record's key in the library: the episode's identity, not its position in a run.
+
+    The outcome's key (a task's episode tag: its position in the stream for Game of 24, method,
+    seed and problem id for the generic task), the seed and a digest of the problem text: a
+    restarted run meets its own keys and appends nothing twice; a run on other problems or with
+    another seed appends its own records.
+    """
+    digest = hashlib.blake2b(o.task.encode("utf-8"), digest_size=8).hexdigest()
+    return f"{o.key}|seed={o.seed}|{digest}"
