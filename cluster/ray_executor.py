@@ -282,16 +282,7 @@ class RayExecutor(RoundLoop):
                             for i in range(self.n_workers)]
             self._llm_factory, self._streams = llm_factory, shape
         self._method_ref = ray.put(method)  # put once per run, fetched once by each worker
-        ready, pending = ray.wait(loaded + [w.pid.remote() for w in self.workers],
-                                  num_returns=len(loaded) + len(self.workers), timeout=self.startup_timeout_s)
-        if pending:
-            raise BackendError(
-                f"{len(pending)} of {len(loaded) + len(self.workers)} actors did not start within "
-                f"{self.startup_timeout_s} s; the cluster may lack the resources asked for "
-                f"({self.n_workers} workers x num_cpus={self.num_cpus_per_worker}, "
-                f"num_gpus={self.num_gpus_per_worker}); cluster resources: {ray.available_resources()}"
-            )
-        ray.get(ready)
+        self._await_actors(loaded, llm_factory)
         self._startup_s = time.perf_counter() - t0  # process start, LLM backend build: not per-round cost
         self.pool = EpisodePool(self.workers, self.max_restarts, self.max_attempts, self.shares_per_worker,
                                 on_lost=self._replica_lost if self._use_replicas else None)
@@ -325,6 +316,44 @@ class RayExecutor(RoundLoop):
         for a, b in zip(bounds[:-1], bounds[1:]):
             self.pool.submit(submit, batch[a:b])
         return index, progress
+
+    def _await_actors(self, loaded: list, llm_factory) -> None:
+        """Wait until the store owners have loaded and every worker answers, within ``startup_timeout_s``.
+
+        A reused worker that Ray is restarting (a loaded cluster is slow to bring one back after a
+        crash) answers ``ActorUnavailableError``: it is asked again until the deadline. One that will
+        not come back (``ActorDiedError``: its restarts are spent) is replaced by a new worker.
+        """
+        deadline = time.monotonic() + self.startup_timeout_s
+        pings = [w.pid.remote() for w in self.workers]
+
+        def too_slow(n_pending: int) -> BackendError:
+            return BackendError(
+                f"{n_pending} of {len(loaded) + len(self.workers)} actors did not start within "
+                f"{self.startup_timeout_s} s; the cluster may lack the resources asked for "
+                f"({self.n_workers} workers x num_cpus={self.num_cpus_per_worker}, "
+                f"num_gpus={self.num_gpus_per_worker}); cluster resources: {ray.available_resources()}")
+
+        _, pending = ray.wait(loaded + pings, num_returns=len(loaded) + len(pings),
+                              timeout=max(0.0, deadline - time.monotonic()))
+        if pending:
+            raise too_slow(len(pending))
+        ray.get(loaded)
+        for i in range(len(self.workers)):
+            while True:
+                try:
+                    ray.get(pings[i], timeout=max(0.0, deadline - time.monotonic()))
+                    break
+                except ray.exceptions.GetTimeoutError:
+                    raise too_slow(1) from None
+                except ray.exceptions.ActorDiedError:  # will not restart: a new worker in its place
+                    self.workers[i] = self._worker_cls(i).remote(i, llm_factory, self.streams_per_worker,
+                                                                 self.shares_per_worker)
+                except ray.exceptions.ActorUnavailableError as exc:  # restarting: ask again
+                    if time.monotonic() >= deadline:
+                        raise too_slow(1) from exc
+                    time.sleep(min(0.2, max(0.0, deadline - time.monotonic())))
+                pings[i] = self.workers[i].pid.remote()
 
     def _missing_rounds(self, i: int, upto: int) -> tuple[int, list[int], list]:
         """``(start, counts, share refs)`` of the rounds worker ``i``'s replica lacks to reach ``upto`` applied

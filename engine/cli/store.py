@@ -55,6 +55,7 @@ def register(subparsers) -> None:
 def _import(args) -> int:
     from engine.store.pathcsv import read_path_csv
 
+    _check_flags(args, ("--eta", 0.0, None, False), ("--q0", 0.0, None, True))
     store, sparse = read_path_csv(args.csv, q0=args.q0, eta=args.eta)
     ck = store.save(args.directory)
     ext = store.external_ids
@@ -95,6 +96,11 @@ def read_updates(path: Path, horizons) -> tuple[np.ndarray, np.ndarray]:
     for c in want:
         if table.column(c).null_count:
             raise InputError(f"updates file {path}: column {c} has missing values")
+        t = table.column(c).type
+        numeric = pa.types.is_integer(t) or (c != "eid" and pa.types.is_floating(t))
+        if not numeric:  # bool, timestamps, text: never silently cast into rewards or ids
+            want_type = "integer" if c == "eid" else "numeric (integer or float)"
+            raise InputError(f"updates file {path}: column {c} must be {want_type}, got Arrow type {t}")
     eids = table.column("eid").to_numpy()
     if eids.dtype.kind not in "iu":
         raise InputError(f"updates file {path}: column eid must be integer, got {eids.dtype}")
@@ -104,8 +110,22 @@ def read_updates(path: Path, horizons) -> tuple[np.ndarray, np.ndarray]:
     return eids, rewards
 
 
+def _check_flags(args, *flags: tuple[str, float | None, float | None, bool]) -> None:
+    """Range-check numeric flags at the door, naming the flag: ``(name, low, high, low_exclusive)``."""
+    for name, low, high, open_low in flags:
+        v = getattr(args, name.lstrip("-").replace("-", "_"))
+        if v is None:
+            continue
+        if not np.isfinite(v) or (low is not None and (v <= low if open_low else v < low)) \
+                or (high is not None and v > high):
+            rng = f"{'>' if open_low else '>='} {low:g}" + (f" and <= {high:g}" if high is not None else "")
+            raise InputError(f"{name} must be a finite number {rng}, got {v}")
+
+
 def _apply(args) -> int:
     from engine.store import ExperienceStore
+
+    _check_flags(args, ("--eta", 0.0, None, False), ("--q0", 0.0, None, True), ("--eta-task", 0.0, 1.0, False))
 
     store = ExperienceStore.load(args.store)
     eids, rewards = read_updates(args.updates, store.horizons)

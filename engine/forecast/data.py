@@ -24,6 +24,7 @@ from __future__ import annotations
 import ast
 import csv
 import json
+import math
 import random
 import re
 import unicodedata
@@ -93,6 +94,8 @@ class Question:
 def _cell_json(value: str, where: str, kind: type) -> Any:
     try:
         out = json.loads(value)
+    except RecursionError:
+        raise InputError(f"{where}: JSON nested too deeply to read") from None
     except (json.JSONDecodeError, TypeError) as exc:
         raise InputError(f"{where}: expected JSON {kind.__name__}, could not parse ({exc}); got {value[:80]!r}") from exc
     if not isinstance(out, kind):
@@ -100,13 +103,46 @@ def _cell_json(value: str, where: str, kind: type) -> Any:
     return out
 
 
+# C0 and C1 controls but tab, newline and return (ESC and CSI start terminal escape sequences); DEL, which
+# terminals ignore, occurs in real source titles and is kept
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x80-\x9f]")
+_LINE_BREAK = re.compile(r"[\t\n\r]")
+_PRICE_KEYS = ("yes_ask", "yes_bid", "no_ask", "no_bid")  # cents, 0..100
+_MAX_CELL = 16 * 2**20  # bytes of one CSV cell (the csv module's own default is 128 KiB)
+
+
+def _text(value: str, where: str, one_line: bool = False) -> str:
+    """Text without control characters (an ANSI escape would reach the terminal and the prompts)."""
+    bad = _CONTROL.search(value) or (_LINE_BREAK.search(value) if one_line else None)
+    if bad:
+        raise InputError(f"{where}: control character {bad.group()!r} at offset {bad.start()} "
+                         f"(text fields hold printable text{' on one line' if one_line else ''})")
+    return value
+
+
+def _quote(name: str, quote: dict, where: str) -> dict:
+    """A market's quote: prices in cents within [0, 100], liquidity >= 0, every value a finite number."""
+    for key, v in quote.items():
+        if key not in _PRICE_KEYS and key != "liquidity":
+            continue
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            raise InputError(f"{where}: {name!r} {key} must be a finite number, got {v!r}")
+        if key in _PRICE_KEYS and not 0 <= v <= 100:
+            raise InputError(f"{where}: {name!r} {key} must be a price in cents within [0, 100], got {v!r}")
+        if key == "liquidity" and v < 0:
+            raise InputError(f"{where}: {name!r} liquidity must be >= 0, got {v!r}")
+    return dict(quote)
+
+
 def _cell_list(value: str, where: str) -> list:
     """A list cell written as a Python literal (upstream) or JSON."""
     try:
         out = ast.literal_eval(value)
-    except (ValueError, SyntaxError):
+    except (ValueError, SyntaxError, RecursionError, MemoryError):
         try:
             out = json.loads(value)
+        except RecursionError:
+            raise InputError(f"{where}: list nested too deeply to read") from None
         except (json.JSONDecodeError, TypeError) as exc:
             raise InputError(f"{where}: expected a list literal like \"['A', 'B']\", got {value[:80]!r}") from exc
     if not isinstance(out, (list, tuple)) or not all(isinstance(m, str) for m in out):
@@ -128,6 +164,7 @@ def parse_row(row: dict, where: str) -> Question:
     for name, quote in md.items():
         if not isinstance(quote, dict):
             raise InputError(f"{where} column 'market_data': entry {name!r} must be an object, got {type(quote).__name__}")
+        md[name] = _quote(name, quote, f"{where} column 'market_data'")
     outcome = _cell_json(row["market_outcome"], f"{where} column 'market_outcome'", dict)
     if set(outcome) != set(markets):
         raise InputError(
@@ -149,12 +186,25 @@ def parse_row(row: dict, where: str) -> Question:
     qid = (row["submission_id"] or "").strip()
     if not qid:
         raise InputError(f"{where} column 'submission_id': expected a non-empty id, got ''")
+    for c in ("submission_id", "event_ticker", "title", "category", "augmented_title"):
+        _text(row[c] or "", f"{where} column {c!r}", one_line=True)
+    _text(row["rules"] or "", f"{where} column 'rules'")
+    for m in markets:
+        _text(m, f"{where} column 'markets'", one_line=True)
+    for m in md:
+        _text(m, f"{where} column 'market_data'", one_line=True)
+    for k, src in enumerate(sources):  # decoded: a JSON escape such as "\u001b" is checked as the character
+        for field in ("url", "title", "summary", "source_id"):
+            _text(getattr(src, field), f"{where} column 'sources' item {k} {field}")
+    snapshot = parse_time(row["snapshot_time"], f"{where} column 'snapshot_time'")
+    close = parse_time(row["close_time"], f"{where} column 'close_time'")
+    if close < snapshot:
+        raise InputError(f"{where}: close_time {row['close_time']} is before snapshot_time {row['snapshot_time']} "
+                         "(a question closes after the market snapshot it is forecast from)")
     return Question(
         qid=qid, event_ticker=row["event_ticker"].strip(), title=row["title"].strip(),
-        category=row["category"].strip(),
-        snapshot_time=parse_time(row["snapshot_time"], f"{where} column 'snapshot_time'"),
-        close_time=parse_time(row["close_time"], f"{where} column 'close_time'"),
-        markets=tuple(markets), market_data={k: dict(v) for k, v in md.items()},
+        category=row["category"].strip(), snapshot_time=snapshot, close_time=close,
+        markets=tuple(markets), market_data=md,
         outcome={k: int(v) for k, v in outcome.items()}, rules=row["rules"] or "",
         augmented_title=(row["augmented_title"] or "").strip(), sources=tuple(sources), origin=where,
     )
@@ -171,7 +221,18 @@ def load_prophet_arena_file(path: str | Path) -> list[Question]:
         missing = [c for c in PA_COLUMNS if c not in header]
         if missing:
             raise InputError(f"{path.name}: missing column(s) {missing} in the header; got {header}")
-        return [parse_row(row, f"{path.name} row {i}") for i, row in enumerate(reader, start=1)]
+        out, i = [], 0
+        limit = csv.field_size_limit()
+        csv.field_size_limit(max(limit, _MAX_CELL))
+        try:
+            for i, row in enumerate(reader, start=1):
+                out.append(parse_row(row, f"{path.name} row {i}"))
+        except csv.Error as exc:  # a cell over _MAX_CELL, a NUL byte, ...
+            raise InputError(f"{path.name} row {i + 1}: not a readable CSV row ({exc}; cells hold at most "
+                             f"{_MAX_CELL // 2**20} MiB)") from exc
+        finally:
+            csv.field_size_limit(limit)
+        return out
 
 
 def load_prophet_arena(path: str | Path, categories: Sequence[str] = ()) -> list[Question]:
@@ -324,12 +385,22 @@ def parse_futurex_item(obj: Any, where: str) -> FutureXItem:
             raise InputError(f"{where}: missing required field {key!r}; expected id, question, end_time, ground_truth")
     gt = obj["ground_truth"]
     gts = tuple(str(g) for g in gt) if isinstance(gt, (list, tuple)) else (str(gt),)
-    return FutureXItem(
+    level = obj.get("level", 0) or 0
+    if isinstance(level, bool) or not isinstance(level, (int, str)) or not str(level).strip().isdigit():
+        raise InputError(f"{where} field 'level': expected a non-negative integer, got {level!r}")
+    item = FutureXItem(
         qid=str(obj["id"]), question=str(obj["question"]),
         end_time=parse_time(str(obj["end_time"]), f"{where} field 'end_time'"), ground_truth=gts,
         answer_requirements=str(obj.get("answer_requirements", "") or ""), title=str(obj.get("title", "") or ""),
-        level=int(obj.get("level", 0) or 0),
+        level=int(level),
     )
+    _text(item.qid, f"{where} field 'id'", one_line=True)
+    _text(item.title, f"{where} field 'title'", one_line=True)
+    for field in ("question", "answer_requirements"):
+        _text(getattr(item, field), f"{where} field {field!r}")
+    for g in gts:
+        _text(g, f"{where} field 'ground_truth'")
+    return item
 
 
 def read_json_objects(path: str | Path, what: str = "FutureX") -> list[tuple[Any, str]]:
@@ -341,6 +412,8 @@ def read_json_objects(path: str | Path, what: str = "FutureX") -> list[tuple[Any
     if text.lstrip().startswith("["):
         try:
             objs = json.loads(text)
+        except RecursionError:
+            raise InputError(f"{path.name}: JSON nested too deeply to read") from None
         except json.JSONDecodeError as exc:
             raise InputError(f"{path.name}: not valid JSON ({exc})") from exc
         return [(o, f"{path.name} item {i}") for i, o in enumerate(objs)]
@@ -350,6 +423,8 @@ def read_json_objects(path: str | Path, what: str = "FutureX") -> list[tuple[Any
             continue
         try:
             out.append((json.loads(line), f"{path.name} line {i}"))
+        except RecursionError:
+            raise InputError(f"{path.name} line {i}: JSON nested too deeply to read") from None
         except json.JSONDecodeError as exc:
             raise InputError(f"{path.name} line {i}: not valid JSON ({exc})") from exc
     if not out:

@@ -75,7 +75,7 @@ class ExperienceStore(StoreReader):
         self.q0 = V.finite_scalar(q0, "q0")
         if self.q0 <= 0:
             raise InputError(f"q0 must be > 0, got {self.q0}")
-        self.eta = V.finite_scalar(eta, "eta")
+        self.eta = V.finite_scalar(eta, "eta", 0.0)
         self.eta_task = V.finite_scalar(eta_task, "eta_task", 0.0, 1.0)
         self.q_min = V.finite_scalar(q_min, "q_min")
         self._q_max = None if q_max is None else V.finite_scalar(q_max, "q_max")
@@ -419,7 +419,7 @@ class ExperienceStore(StoreReader):
         else:
             r = V.float_array(rewards, "rewards", (b,))
             hcols = V.horizon_array(horizon, self.horizons, b)
-        eta = self.eta if eta is None else V.finite_scalar(eta, "eta")
+        eta = self.eta if eta is None else V.finite_scalar(eta, "eta", 0.0)
         if q0 is None:
             q0 = self.q0
         else:

@@ -57,7 +57,7 @@ def read_path_csv(path, **store_kwargs) -> tuple[ExperienceStore, bool]:
         raise InputError(f"path CSV {path} does not exist")
     try:
         with open(path, "rb") as fh:
-            header = fh.readline().decode("utf-8").strip().split(",")
+            header = fh.readline().decode("utf-8-sig").strip().split(",")  # a spreadsheet's BOM is not a name
     except UnicodeDecodeError as exc:
         raise InputError(f"{path} is not UTF-8 text: {exc}") from exc
     header = [h.strip().strip('"') for h in header]
@@ -87,6 +87,14 @@ def read_path_csv(path, **store_kwargs) -> tuple[ExperienceStore, bool]:
     q = np.stack([table.column(c).to_numpy() for c in qcols], axis=1).astype(np.float64) if n else np.zeros((0, len(qcols)))
     recall = table.column("recall").to_numpy().astype(np.int64)
     hit = table.column("hit").to_numpy().astype(np.int64)
+    bad = np.flatnonzero((hit < 0) | (hit > recall))
+    if bad.size:
+        i = int(bad[0])
+        raise InputError(f"{path}: row {i + 2} has hit {int(hit[i])} and recall {int(recall[i])}; "
+                         "counts must satisfy 0 <= hit <= recall")
+    bad = np.flatnonzero(~np.isfinite(q).all(axis=1)) if n else bad[:0]
+    if bad.size:
+        raise InputError(f"{path}: row {int(bad[0]) + 2} has a q value that is not a finite number")
     eid = _parse_eids(path, table.column("eid").to_pylist())
     order = np.argsort(eid, kind="stable")
     same = np.flatnonzero(np.diff(eid[order]) == 0) if n else np.zeros(0, np.int64)
@@ -104,13 +112,17 @@ def read_path_csv(path, **store_kwargs) -> tuple[ExperienceStore, bool]:
         paths.append(p)
     store = ExperienceStore(horizons=horizons, depth=len(levels), levels=levels,
                             capacity=max(n, 1), **store_kwargs)
-    if n and not np.isfinite(q).all():
-        raise InputError(f"{path}: q columns must be finite numbers")
     eids = store.add_paths([paths[i] for i in order])
     if n and np.unique(eids).shape[0] != n:
         first = np.flatnonzero(np.bincount(eids) > 1)[0]
         rows = (order[np.flatnonzero(eids == first)] + 2).tolist()
         raise InputError(f"{path}: rows {rows} repeat the same path")
+    lo, hi = store.q_min, store.q_max
+    bad = np.flatnonzero(((q < lo) | (q > hi)).any(axis=1)) if n else np.zeros(0, np.int64)
+    if bad.size:
+        i = int(bad[0])
+        raise InputError(f"{path}: row {i + 2} has q values {q[i].tolist()} outside the store's bounds [{lo}, {hi}] "
+                         f"(q0 = {store.q0}: bounds [0, 2 * q0]; --q0 sets it)")
     store.set_reliability(eids, q[order])
     store.set_counts(eids, recall[order], hit[order])
     store.set_external_ids(eid[order])  # rows were added in eid order, so eids[k] == k

@@ -210,6 +210,78 @@ def test_worker_killed_mid_round_is_retried_and_applied_once(two_workers, replic
     assert_applied_once(m, episodes)
 
 
+class FlakyGet:
+    """``ray.get`` that raises a transient Ray error in place of chosen results (fault injection).
+
+    ``when(args, kwargs)`` picks the calls; each of the first ``times`` picked calls raises
+    ``make()`` instead of returning (the task itself ran: the caller must treat it as lost).
+    """
+
+    def __init__(self, ray, when, make, times=1):
+        self.real, self.when, self.make, self.left, self.raised = ray.get, when, make, times, 0
+
+    def __call__(self, *args, **kwargs):
+        if self.left and self.when(args, kwargs):
+            self.left -= 1
+            self.real(*args, **kwargs)
+            self.raised += 1
+            raise self.make()
+        return self.real(*args, **kwargs)
+
+
+def _unavailable():
+    import ray
+
+    return ray.exceptions.ActorUnavailableError("The actor is temporarily unavailable: IOError: The actor is "
+                                                "restarting (injected)", None)
+
+
+@pytest.mark.parametrize("replicas", ["off", "on"])
+def test_actor_unavailable_mid_round_is_a_lost_share(two_workers, monkeypatch, replicas):
+    """An actor that Ray reports restarting (ActorUnavailableError) while a round is in flight: its share is
+    run again, the run ends with local's records and every update applied once."""
+    import ray
+
+    ex = two_workers
+    ex.store_shards, ex.replicas = 1, replicas
+    ex.rounds_done = 0
+    # the pool's result fetch (one ref, no timeout) of a share of round 3, after two rounds were applied
+    flaky = FlakyGet(ray, lambda a, kw: "timeout" not in kw and len(a) == 1 and not isinstance(a[0], list)
+                     and ex.rounds_done >= 2, _unavailable, times=2)
+    monkeypatch.setattr(ray, "get", flaky)
+    m = ToyMethod()
+    try:
+        got = ex.run(m, EPISODES, ToyLLMFactory(), ROUND)
+    finally:
+        monkeypatch.undo()
+        ex.replicas = "auto"
+    assert flaky.raised == 2 and ex.stats["retried_chunks"] >= 2
+    assert_same_run((m, got), local_run())
+    assert_applied_once(m, EPISODES)
+
+
+def test_restarting_worker_at_start_is_awaited(two_workers, monkeypatch):
+    """A reused worker still restarting when the next run starts (its ping answers ActorUnavailableError
+    twice) is asked again, not counted as a failed run."""
+    import ray
+
+    ex = two_workers
+    ex.store_shards = 1
+    ex.run(ToyMethod(), EPISODES[:4], ToyLLMFactory(), ROUND)  # the workers exist and are reused below
+    pids = [ray.get(w.pid.remote()) for w in ex.workers]
+    flaky = FlakyGet(ray, lambda a, kw: "timeout" in kw and len(a) == 1 and not isinstance(a[0], list),
+                     _unavailable, times=2)
+    monkeypatch.setattr(ray, "get", flaky)
+    m = ToyMethod()
+    try:
+        got = ex.run(m, EPISODES, ToyLLMFactory(), ROUND)
+    finally:
+        monkeypatch.undo()
+    assert flaky.raised == 2
+    assert [ray.get(w.pid.remote()) for w in ex.workers] == pids  # the same workers, awaited
+    assert_same_run((m, got), local_run())
+
+
 def test_share_that_keeps_killing_workers_fails_cleanly(two_workers):
     ex = RayExecutor(workers=1, num_cpus_per_worker=0.5, max_restarts=1, max_attempts=2)
     m = ToyMethod(crash_on=5)

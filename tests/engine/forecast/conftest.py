@@ -1,6 +1,7 @@
 import csv
 import json
 import shutil
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -15,8 +16,13 @@ _SANDBOX_OK, _SANDBOX_WHY = sandbox_available()
 needs_bwrap = pytest.mark.skipif(not _SANDBOX_OK, reason=f"bubblewrap sandbox unavailable: {_SANDBOX_WHY}")
 
 
+def _close_after(iso: str, hours: float) -> str:
+    """A close time ``hours`` after the snapshot (a question closes after its snapshot; the loader checks it)."""
+    return (datetime.fromisoformat(iso) + timedelta(hours=hours)).isoformat()
+
+
 def make_row(qid, category="Sports", snapshot="2025-08-01T12:00:00+00:00", markets=("A", "B"), outcome=(1, 0),
-             quotes=((60, 62), (36, 40)), ticker=None, sources=None):
+             quotes=((60, 62), (36, 40)), ticker=None, sources=None, close_hours=12):
     md = {m: {"yes_bid": b, "yes_ask": a, "no_bid": 100 - a, "no_ask": 100 - b, "liquidity": 1000.0}
           for m, (b, a) in zip(markets, quotes) if b is not None}
     if sources is None:
@@ -25,7 +31,7 @@ def make_row(qid, category="Sports", snapshot="2025-08-01T12:00:00+00:00", marke
                     "source_id": f"{qid}-{i}"} for i in range(1, 4)]
     return {
         "submission_id": qid, "event_ticker": ticker or f"EV-{qid}", "title": f"Who wins match {qid}?",
-        "snapshot_time": snapshot, "close_time": "2025-08-05T12:00:00+00:00", "market_data": json.dumps(md),
+        "snapshot_time": snapshot, "close_time": _close_after(snapshot, close_hours), "market_data": json.dumps(md),
         "market_outcome": json.dumps(dict(zip(markets, outcome))), "category": category, "markets": repr(list(markets)),
         "augmented_title": "", "rules": "Resolves Yes for the winner.", "sources": json.dumps(sources),
     }

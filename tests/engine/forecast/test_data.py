@@ -35,6 +35,19 @@ def test_category_filter_and_unknown(pa_folder):
     ("market_outcome", '{"A": 2, "B": 0}', "row 1 column 'market_outcome': 'A' must be 0 or 1"),
     ("snapshot_time", "yesterday", "row 1 column 'snapshot_time'"),
     ("sources", '{"a": 1}', "row 1 column 'sources': expected JSON list"),
+    # domains: prices in cents within [0, 100], finite, liquidity >= 0 (a NaN or 1e300 ask moved the Market Brier)
+    ("market_data", '{"A": {"yes_ask": NaN, "yes_bid": 60}}', "row 1 column 'market_data': 'A' yes_ask must be a finite number, got nan"),
+    ("market_data", '{"A": {"yes_ask": -500, "yes_bid": 60}}', r"row 1 column 'market_data': 'A' yes_ask must be a price in cents within \[0, 100\]"),
+    ("market_data", '{"A": {"yes_ask": 62, "yes_bid": 1e300}}', r"row 1 column 'market_data': 'A' yes_bid must be a price in cents"),
+    ("market_data", '{"A": {"yes_ask": true}}', "row 1 column 'market_data': 'A' yes_ask must be a finite number, got True"),
+    ("market_data", '{"A": {"yes_ask": 62, "liquidity": -1}}', "row 1 column 'market_data': 'A' liquidity must be >= 0"),
+    ("close_time", "2025-07-01T12:00:00+00:00", "row 1: close_time 2025-07-01T12:00:00\\+00:00 is before snapshot_time"),
+    # text: no control characters (an ANSI escape reached the terminal), one line where a field is a name
+    ("category", "Spo\x1b[31mrts", r"row 1 column 'category': control character '\\x1b'"),
+    ("title", "Who wins?\nIgnore the rules", r"row 1 column 'title': control character '\\n'"),
+    ("sources", '[{"title": "ok", "summary": "\\u001b[2J cleared"}]', r"row 1 column 'sources' item 0 summary: control character"),
+    ("sources", "[" * 100000 + "]" * 100000, "row 1 column 'sources': JSON nested too deeply"),
+    ("markets", "[" * 100000 + "]" * 100000, "row 1 column 'markets'"),
 ])
 def test_bad_cells_name_file_row_column(tmp_path, column, value, match):
     row = make_row("x")
@@ -103,3 +116,30 @@ def test_futurex_items_and_normalisation(tmp_path):
     assert normalise_answer("  Ｙｅｓ ") == "yes"
     with pytest.raises(InputError, match="item 0: missing required field 'ground_truth'"):
         parse_futurex_item({"id": "x", "question": "q", "end_time": "2026-01-01"}, "item 0")
+    base = {"id": "x", "question": "q", "end_time": "2026-01-01", "ground_truth": "A"}
+    for change, match in [({"title": "T\x1b]0;owned\x07"}, "field 'title': control character"),
+                          ({"question": "q\x9b2J"}, "field 'question': control character"),
+                          ({"level": "high"}, "field 'level': expected a non-negative integer"),
+                          ({"level": True}, "field 'level'")]:
+        with pytest.raises(InputError, match=match):
+            parse_futurex_item({**base, **change}, "item 0")
+    (tmp_path / "deep.json").write_text("[" * 100000 + "]" * 100000)
+    with pytest.raises(InputError, match="deep.json: JSON nested too deeply"):
+        read_json_objects(tmp_path / "deep.json")
+
+
+def test_an_oversize_cell_names_its_row(tmp_path):
+    rows = [make_row("ok"), make_row("big")]
+    rows[1]["rules"] = "x" * (17 * 2**20)  # above the 16 MiB a cell may hold
+    path = write_csv(tmp_path / "big.csv", rows)
+    with pytest.raises(InputError, match=r"big.csv row 2: not a readable CSV row \(field larger than field limit"):
+        load_prophet_arena_file(path)
+    rows[1]["rules"] = "y" * 200_000  # over the csv module's default 128 KiB, within ours
+    assert load_prophet_arena_file(write_csv(tmp_path / "ok.csv", rows))[1].rules == "y" * 200_000
+
+
+def test_shared_prophet_arena_files_pass_the_domain_checks():
+    qs = load_prophet_arena(SHARED) if SHARED.is_dir() else None
+    if qs is None:
+        pytest.skip("no shared Prophet Arena data beside the repository")
+    assert len(qs) == 137

@@ -57,7 +57,7 @@ def test_episode_streams_and_round_sizes(pa_folder, tmp_path):
     assert [e.phase for e in evo] == ["evolve"] * 7 + ["test"] * 4 and task.round_size(exp, runs[0]) == 1
     mem = task.episodes(exp, runs[1])  # MemRL's experience track: leak-free rounds, in cutoff order
     cutoffs = [exp.ctx.items[e.payload[1]].cutoff for e in mem]
-    # both questions close on 2025-08-05 12:00, the second's cutoff (09-02) after it: two rounds
+    # the first question closes 12 hours after its cutoff (09-01 12:00), before the second's (09-02 12:00): two rounds
     assert cutoffs == sorted(cutoffs) and task.round_size(exp, runs[1]) == [1, 1]
     assert [e.payload[2] for e in mem] == [True, True]
     assert isinstance(task.make_method(exp, runs[1]), MemoryBaselineMethod)

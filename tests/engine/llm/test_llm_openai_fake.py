@@ -20,6 +20,7 @@ class Fake:
         self.honour_n = honour_n
         self.seen = []
         self.lock = threading.Lock()
+        self.release = threading.Event()  # "hang" actions answer only once this is set (at close)
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -33,6 +34,9 @@ class Fake:
                     action = fake.script.pop(0) if fake.script else "ok"
                 if isinstance(action, tuple) and action[0] == "sleep":
                     time.sleep(action[1])
+                    action = "ok"
+                if action == "hang":  # no answer until the test ends: the client's timeout must fire
+                    fake.release.wait()
                     action = "ok"
                 if isinstance(action, int):
                     payload = json.dumps({"error": {"message": f"scripted {action}"}}).encode()
@@ -70,6 +74,7 @@ class Fake:
         self.thread.start()
 
     def close(self):
+        self.release.set()
         self.httpd.shutdown()
         self.httpd.server_close()
 
@@ -130,12 +135,11 @@ def test_non_json_body_is_retried(fake):
 
 
 def test_timeout_retries_then_fails(fake):
-    fake.script = [("sleep", 1.0), ("sleep", 1.0)]
+    fake.script = ["hang", "hang"]  # a server that never answers (until the test ends): no race with the clock
     b = _backend(fake.url, retries=1, timeout_s=0.2, max_concurrency=1)
-    t0 = time.perf_counter()
     with pytest.raises(BackendError, match="timed out after 0.2s"):
         b.generate([Request(prompt="slow")])
-    assert time.perf_counter() - t0 < 1.5
+    assert len(fake.seen) == 2  # the first attempt and its one retry, each timed out
 
 
 def test_server_down_fails_clearly():

@@ -65,8 +65,8 @@ def test_sparse_eids_are_renumbered(tmp_path):
         ("a,b,recall,hit,eid\nx,y,1,1,0\n", r"missing: q_<horizon>"),
         ("a,q_h1,recall,eid\nx,1.0,1,0\n", "missing: hit"),
         ("a,q_h1,recall,hit,eid\nx,1.0,1,2,0\n", "0 <= hit <= recall"),
-        ("a,q_h1,recall,hit,eid\nx,3.0,1,0,0\n", r"values must lie in \[0.0, 2.0\]"),
-        ("a,q_h1,recall,hit,eid\nx,inf,1,0,0\n", "q columns must be finite"),
+        ("a,q_h1,recall,hit,eid\nx,3.0,1,0,0\n", r"row 2 has q values \[3.0\] outside the store's bounds \[0.0, 2.0\]"),
+        ("a,q_h1,recall,hit,eid\nx,inf,1,0,0\n", "row 2 has a q value that is not a finite number"),
         ("a,q_h1,recall,hit,eid\nx,,1,0,0\n", "column q_h1 has empty cells"),
         ("a,q_h1,recall,hit,eid\nx,abc,1,0,0\n", "could not be parsed"),
         ("a,q_h1,recall,hit,eid\nx,1,1,0,0\nx,1,1,0,1\n", r"rows \[2, 3\] repeat the same path"),
@@ -121,6 +121,11 @@ def test_cli_import_show_apply_export(csv_path, tmp_path, capsys):
         ({"eid": [0.5], "r_h10": [0.1], "r_h20": [0.1], "r_h40": [0.1]}, "eid must be integer"),
         ({"eid": [0], "r_h10": ["x"], "r_h20": [0.1], "r_h40": [0.1]}, "must be numeric"),
         ({"eid": [0, None], "r_h10": [0.1, 0.1], "r_h20": [0.1, 0.1], "r_h40": [0.1, 0.1]}, "eid has missing values"),
+        # a bool or timestamp column is never cast into rewards (numpy would promote bool beside floats)
+        ({"eid": [0], "r_h10": [True], "r_h20": [0.1], "r_h40": [0.1]}, "r_h10 must be numeric.*bool"),
+        ({"eid": [0], "r_h10": pa.array([0], pa.timestamp("s")), "r_h20": [0.1], "r_h40": [0.1]},
+         "r_h10 must be numeric.*timestamp"),
+        ({"eid": [True], "r_h10": [0.1], "r_h20": [0.1], "r_h40": [0.1]}, "eid must be integer"),
     ],
 )
 def test_cli_apply_bad_updates_change_nothing(csv_path, tmp_path, capsys, table, match):
@@ -234,3 +239,40 @@ def test_bad_csv_eids_are_refused_with_their_row(tmp_path, rows, match, capsys):
     assert main(["store", "import", str(p), str(d)]) != 0
     assert re.search(match, capsys.readouterr().err)
     assert not d.exists() or not any(d.iterdir())  # nothing written
+
+
+@pytest.mark.parametrize("flags, match", [
+    (["--eta", "-1"], "--eta must be a finite number >= 0, got -1.0"),
+    (["--eta", "nan"], "--eta must be a finite number"),
+    (["--q0", "0"], "--q0 must be a finite number > 0"),
+    (["--eta-task", "1.5"], "--eta-task must be a finite number >= 0 and <= 1"),
+])
+def test_cli_apply_refuses_out_of_range_flags_and_changes_nothing(csv_path, tmp_path, capsys, flags, match):
+    d = tmp_path / "store"
+    main(["store", "import", str(csv_path), str(d)])
+    before = sorted(p.name for p in d.iterdir())
+    upd = tmp_path / "u.parquet"
+    pq.write_table(pa.table({"eid": [0], "r_h10": [0.1], "r_h20": [0.1], "r_h40": [0.1]}), upd)
+    assert main(["store", "apply", "--store", str(d), "--updates", str(upd), *flags]) == 1
+    assert match in capsys.readouterr().err
+    assert sorted(p.name for p in d.iterdir()) == before
+    np.testing.assert_allclose(ExperienceStore.load(d).reliability[0], [1.46, 0.7345, 0.8703])
+
+
+def test_path_csv_with_a_bom_and_rows_named_in_errors(tmp_path, capsys):
+    bom = tmp_path / "bom.csv"
+    bom.write_bytes("\ufeff".encode("utf-8") + CSV.encode("utf-8"))  # as spreadsheets save "CSV UTF-8"
+    st, _ = read_path_csv(bom)
+    assert st.levels == ("industry", "factor", "analysis_direction") and st.n_experiences == 4
+    lines = CSV.splitlines()
+    bad_hit = lines[:1] + [lines[1].replace(",705,208,", ",705,-208,")] + lines[2:]
+    (tmp_path / "hit.csv").write_text("\n".join(bad_hit) + "\n")
+    with pytest.raises(InputError, match=r"hit.csv: row 2 has hit -208 and recall 705"):
+        read_path_csv(tmp_path / "hit.csv")
+    bad_q = lines[:2] + [lines[2].replace("1.1205", "7.5")] + lines[3:]
+    (tmp_path / "q.csv").write_text("\n".join(bad_q) + "\n")
+    with pytest.raises(InputError, match=r"q.csv: row 3 has q values \[7.5, .*outside the store's bounds"):
+        read_path_csv(tmp_path / "q.csv")
+    assert main(["store", "import", str(tmp_path / "q.csv"), str(tmp_path / "out"), "--eta", "-2"]) == 1
+    assert "--eta must be a finite number >= 0" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
