@@ -134,7 +134,8 @@ class RoundCheckpoints:
             raise PersistenceError(
                 f"checkpoint {str(self.root)!r} belongs to another run (method, episodes, round size, "
                 f"store shards or config differ: fingerprint {manifest.get('fingerprint')!r}, this run "
-                f"{self.fingerprint!r}); delete it, choose another folder or pass resume=False"
+                f"{self.fingerprint!r}); delete that folder, run with `--out NEW_FOLDER` (toe run) "
+                f"or pass resume=False (Python: executor.run)"
             )
         if manifest["shards"] != self.shards:  # pragma: no cover - part of the fingerprint
             raise PersistenceError(f"checkpoint has {manifest['shards']} store shards, this run {self.shards}")

@@ -41,6 +41,23 @@ def check(condition: bool, message: str) -> None:
         raise ConfigError(message)
 
 
+SEED_LIMIT = 2**32  # seeds are NumPy generator seeds and Arrow int64 cells: 0 <= seed < 2**32
+
+
+def check_seeds(seeds: Any, name: str = "seeds") -> list[int]:
+    """A run's seeds: a non-empty list of distinct integers in ``[0, 2**32)`` (checked by ``--dry-run``, so a
+    seed that NumPy or Arrow cannot hold fails before any work, not when the results are written)."""
+    if not isinstance(seeds, (list, tuple)) or not seeds or not all(
+            isinstance(s, int) and not isinstance(s, bool) for s in seeds):
+        raise ConfigError(f"{name} must be a non-empty list of integers, got {seeds!r}")
+    bad = [s for s in seeds if not 0 <= s < SEED_LIMIT]
+    if bad:
+        raise ConfigError(f"{name} must lie in [0, 2**32), got {bad[0]}")
+    if len(set(seeds)) != len(seeds):
+        raise ConfigError(f"{name} must be distinct, got {list(seeds)}")
+    return list(seeds)
+
+
 def load_toml(path: str | Path) -> dict[str, Any]:
     """Read a TOML file into a dict, with an error naming the file on failure."""
     path = Path(path)

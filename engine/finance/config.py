@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Literal, Mapping
 
 from engine.memory_budget import MemoryBudget
-from engine.config import check, from_dict
+from engine.config import check, check_seeds, from_dict
 from engine.templates import PromptsConfig, check_files
 from engine.errors import ConfigError
 from engine.finance.simulated import SimulatedFinanceParams
@@ -169,7 +169,7 @@ class FinanceConfig:
         bad = [m for m in self.methods if m not in METHODS]
         check(not bad and len(self.methods) > 0,
               f"methods must be a non-empty subset of {', '.join(METHODS)}, got {list(self.methods)}")
-        check(len(self.seeds) > 0, "seeds must list at least one seed")
+        check_seeds(list(self.seeds))
 
 
 ENGINE_TABLES = ("task", "title", "llm", "embed", "cluster")  # read by engine.tasks and the engine

@@ -26,7 +26,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from engine.config import check, from_dict
+from engine.config import check, check_seeds, from_dict
 from engine.errors import ConfigError
 from engine.game24.hooks import request_seed
 from engine.game24.methods import (
@@ -111,12 +111,7 @@ def parse_config(config: Mapping[str, Any]) -> Game24Experiment:
     if not isinstance(methods, list) or not all(isinstance(m, str) for m in methods):
         raise ConfigError(f"methods must be a list of method names, got {methods!r}")
     check_method_names(methods)
-    seeds = config.get("seeds", [0])
-    if not isinstance(seeds, list) or not seeds or not all(isinstance(s, int) and not isinstance(s, bool)
-                                                          for s in seeds):
-        raise ConfigError(f"seeds must be a non-empty list of integers, got {seeds!r}")
-    if len(set(seeds)) != len(seeds):
-        raise ConfigError(f"seeds must be distinct, got {seeds}")
+    seeds = check_seeds(config.get("seeds", [0]))
     title = config.get("title", Game24Experiment.title)
     if not isinstance(title, str):
         raise ConfigError(f"title must be a string, got {title!r}")

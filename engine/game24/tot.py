@@ -103,6 +103,10 @@ VC_VALUES = "tot/value_cache_value"
 _VC_FILE = "tot_value_cache.npz"
 
 
+MAX_BREADTH = 100  # states kept per step (the paper: 5)
+MAX_SAMPLES = 100  # value samples per state (the paper: 3)
+
+
 @dataclass(frozen=True)
 class ToTConfig:
     """ToT search parameters ([tot] in configs/game24.toml). Defaults are ToT's Game-of-24 settings."""
@@ -119,8 +123,10 @@ class ToTConfig:
     supply_continuations: bool = False  # a verified continuation from experience completes the branch
 
     def __post_init__(self):
-        check(self.breadth >= 1, f"tot.breadth must be >= 1, got {self.breadth}")
-        check(self.n_evaluate >= 1, f"tot.n_evaluate must be >= 1, got {self.n_evaluate}")
+        # work multipliers bounded: each step asks breadth x n_evaluate value samples per state
+        check(1 <= self.breadth <= MAX_BREADTH, f"tot.breadth must be in [1, {MAX_BREADTH}], got {self.breadth}")
+        check(1 <= self.n_evaluate <= MAX_SAMPLES,
+              f"tot.n_evaluate must be in [1, {MAX_SAMPLES}], got {self.n_evaluate}")
         for name in ("propose_temperature", "value_temperature"):
             v = getattr(self, name)
             check(0.0 <= v <= 2.0, f"tot.{name} must be in [0, 2], got {v}")

@@ -26,7 +26,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from engine.config import check, from_dict, to_dict
+from engine.config import check, check_seeds, from_dict, to_dict
 from engine.errors import ConfigError
 from engine.flex.tracking import PlateauRule, tracking_report
 from engine.generic.checkers import CheckerConfig, make_checker
@@ -104,9 +104,7 @@ def parse(config: Mapping[str, Any]) -> GenericRun:
         raise ConfigError(f"methods must be a non-empty list of {', '.join(METHODS)}, got {methods!r}")
     if len(set(methods)) != len(methods):
         raise ConfigError(f"methods lists a method more than once: {methods}")
-    seeds = config.get("seeds", [0])
-    if not isinstance(seeds, list) or not seeds or not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds):
-        raise ConfigError(f"seeds must be a non-empty list of integers, got {seeds!r}")
+    seeds = check_seeds(config.get("seeds", [0]))
     data = from_dict(DataConfig, config.get("data"), "data")
     problems = load_problems(data.path)
     if data.limit:

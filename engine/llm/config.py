@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal, Mapping
 
-from engine.config import check, from_dict
+from engine.config import check, check_seeds, from_dict
 from engine.llm.server_model import ServerModelParams
 from engine.llm.simulated_params import SimulatedPolicyParams
 from engine.llm.structured import KINDS
@@ -82,6 +82,7 @@ class LLMConfig:
     structured_format: Literal["response_format", "vllm", "llamacpp"] = "response_format"
 
     def __post_init__(self):
+        check_seeds([self.seed], "llm.seed")
         check(self.max_concurrency >= 1, f"llm.max_concurrency must be >= 1, got {self.max_concurrency}")
         check(self.timeout_s > 0, f"llm.timeout_s must be > 0, got {self.timeout_s}")
         check(self.connect_timeout_s > 0, f"llm.connect_timeout_s must be > 0, got {self.connect_timeout_s}")

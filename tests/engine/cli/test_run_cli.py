@@ -134,3 +134,21 @@ def test_checkpointed_run_resumes_into_its_folder(tmp_path):
     first = json.loads((out / "summary.json").read_text())["methods"]
     assert main(args) == 0  # resumes from OUT/checkpoint: same figures, nothing rerun
     assert json.loads((out / "summary.json").read_text())["methods"][0]["acc_any"] == first[0]["acc_any"]
+
+
+@pytest.mark.parametrize("name, override, message", [
+    ("game24.toml", "seeds=[99999999999999999999]", "seeds must lie in [0, 2**32), got 99999999999999999999"),
+    ("game24.toml", "seeds=[-1]", "seeds must lie in [0, 2**32), got -1"),
+    ("finance-synthetic.toml", "seeds=[4294967296]", "seeds must lie in [0, 2**32)"),
+    ("generic-example.toml", "seeds=[3, 3]", "seeds must be distinct"),
+    ("futurex.toml", "llm.seed=-5", "llm.seed must lie in [0, 2**32), got -5"),
+    ("game24.toml", "tot.n_evaluate=1000000000", "tot.n_evaluate must be in [1, 100], got 1000000000"),
+    ("game24.toml", "tot.breadth=0", "tot.breadth must be in [1, 100], got 0"),
+])
+def test_dry_run_refuses_what_would_fail_after_the_work(name, override, message, capsys, tmp_path):
+    """A value NumPy or Arrow cannot hold (a seed beyond int64 failed writing episodes.parquet after the whole
+    run) or a work multiplier that would never finish is refused before anything starts."""
+    assert main(["run", str(ROOT / "configs" / name), "--set", override, "--out", str(tmp_path / "o"),
+                 "--dry-run"]) == 1
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
