@@ -40,6 +40,7 @@ experience) is placed before the question.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
@@ -65,6 +66,16 @@ MARKET_PRIOR_NOTE = ("Beyond the evidence, use the market's implied probabilitie
                      "and move away from them only as far as the evidence justifies.")
 NO_SEARCH_NOTE = "Search is disabled in this run: forecast from the question alone."
 
+
+
+_ITEM_HEADER = re.compile(r"\[\s*(turn\s*\d+\s*_\s*item\s*\d+)\s*\]", re.IGNORECASE)
+
+
+def fence_item_text(text: str) -> str:
+    """A memory tool's text as data in the agent's prompt: every ``[turnX_itemY]`` inside it becomes
+    ``(turnX_itemY)``, so a tool (or a document it read) cannot open a block that passes for another item's
+    evidence; the engine's own header is the only bracketed one."""
+    return _ITEM_HEADER.sub(lambda m: "(" + "".join(m.group(1).split()) + ")", text.strip())
 
 @dataclass(frozen=True)
 class AgentConfig:
@@ -320,7 +331,7 @@ class ForecastAgent:
                 if m is None or not m.ok:
                     continue
                 ep.memories.append(m)
-                block = f"[{d.name}] {m.text.strip()}"
+                block = f"[{d.name}] {fence_item_text(m.text)}"
                 block = block[: max(0, self.cfg.context_chars - used)]
                 used += len(block)
                 if block:

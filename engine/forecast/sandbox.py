@@ -84,6 +84,7 @@ class SandboxLimits:
     max_item_mb: int = 32  # the item folder's tmpfs: every byte the tool writes
     max_processes: int = 32  # RLIMIT_NPROC inside the sandbox's user namespace (processes + threads)
     max_open_files: int = 64  # RLIMIT_NOFILE
+    max_item_files: int = 256  # files an item folder may hold after a call (more: the call's output is discarded)
     sandbox_uid: int = 65534  # the id bwrap runs as when the engine is root (and the id inside)
     python: str = ""  # interpreter inside; "" = the engine's base interpreter if the sandbox id can read it, else /usr/bin/python3
     require_filter: bool = False  # fail instead of running without a system-call filter
@@ -97,6 +98,8 @@ class SandboxLimits:
         check(self.max_item_mb >= 1, f"sandbox.max_item_mb must be >= 1, got {self.max_item_mb}")
         check(self.max_processes >= 4, f"sandbox.max_processes must be >= 4, got {self.max_processes}")
         check(self.max_open_files >= 16, f"sandbox.max_open_files must be >= 16, got {self.max_open_files}")
+        check(1 <= self.max_item_files <= 4096,
+              f"sandbox.max_item_files must be in [1, 4096], got {self.max_item_files}")
         check(0 < self.sandbox_uid < 2**31, f"sandbox.sandbox_uid must be a non-root id, got {self.sandbox_uid}")
 
     @property
@@ -112,7 +115,7 @@ class SandboxLimits:
 class SandboxResult:
     """What one sandboxed call produced.
 
-    ``status``: ok | error | timeout | output_limit | disk_quota | crashed. ``refused`` maps an entry the
+    ``status``: ok | error | timeout | output_limit | disk_quota | file_limit | crashed. ``refused`` maps an entry the
     tool left in its item folder to why it was not copied back (symlink, FIFO, hard link, ...).
     """
 
@@ -283,8 +286,9 @@ def _copy_back(item_dir: Path, before: set[str], payload: dict, limits: SandboxL
     Returns ("", refused) or (why the whole result is discarded, refused). Nothing is written on a discard.
     """
     files, refused = payload.get("files") or {}, dict(payload.get("refused") or {})
-    if not isinstance(files, dict) or not isinstance(refused, dict):
-        return "the result's file list is malformed", {}
+    if len(files) + len(refused) > limits.max_item_files:
+        return (f"the tool left {len(files) + len(refused)} entries in its item folder, over the "
+                f"{limits.max_item_files} it may keep (sandbox.max_item_files); nothing it wrote is kept"), {}
     decoded, total = {}, 0
     for name, b64 in files.items():
         try:
@@ -307,6 +311,54 @@ def _copy_back(item_dir: Path, before: set[str], payload: dict, limits: SandboxL
     for name in before - set(decoded) - set(INPUT_FILES):
         item_files.remove_item_file(item_dir, name)  # deleted, or replaced by something refused
     return "", refused
+
+
+MAX_RESULT_TOKENS = 200_000  # strings, containers, numbers and literals a result may hold (a real one: dozens)
+_STR_MAP = "an object of text values"
+_PAYLOAD_TYPES = {"ok": (bool,), "result": (str,), "error": (str,), "trace": (str,), "item_free_bytes": (int,),
+                  "name": (str, type(None)), "all": (list,), "files": (dict,), "refused": (dict,),
+                  "exports": (dict,), "spec": (dict, type(None))}
+
+
+def parse_payload(raw: bytes) -> dict:
+    """The runner's result, bounded before it is parsed and checked after: raises ValueError naming the fault.
+
+    The result pipe is the tool's to write (a tool can forge it), so nothing in it is trusted: the number of
+    JSON values is bounded first (a count of quotes, brackets and literals, and a hook on numbers), so the
+    host's memory stays a small multiple of the result's bytes (the result cap bounds those) instead of
+    one Python object per byte; nesting deeper than the parser's recursion limit is refused; then every known
+    key must have its type, ``files`` and ``refused`` map text to text, ``exports`` names to booleans.
+    """
+    tokens = (raw.count(b'"') // 2 + raw.count(b"{") + raw.count(b"[") + raw.count(b"true") + raw.count(b"false")
+              + raw.count(b"null"))
+    if tokens > MAX_RESULT_TOKENS:
+        raise ValueError(f"about {tokens} JSON values, over the {MAX_RESULT_TOKENS} a result may hold")
+    numbers = [0]
+
+    def number(text: str, kind=int):
+        numbers[0] += 1
+        if numbers[0] > MAX_RESULT_TOKENS:
+            raise ValueError(f"over {MAX_RESULT_TOKENS} numbers")
+        return kind(text)
+
+    try:
+        payload = json.loads(raw.decode("utf-8"), parse_int=number, parse_float=lambda t: number(t, float))
+    except RecursionError:
+        raise ValueError("JSON nested too deeply") from None
+    if not isinstance(payload, dict):
+        raise ValueError(f"a {type(payload).__name__}, not an object")
+    for key, types in _PAYLOAD_TYPES.items():
+        if key in payload and (not isinstance(payload[key], types) or isinstance(payload[key], bool) and
+                               bool not in types):
+            raise ValueError(f"{key!r} is a {type(payload[key]).__name__}")
+    for key in ("files", "refused"):
+        if not all(isinstance(k, str) and isinstance(v, str) for k, v in (payload.get(key) or {}).items()):
+            raise ValueError(f"{key!r} is not {_STR_MAP}")
+    if not all(isinstance(v, (bool, type(None))) for v in (payload.get("exports") or {}).values()):
+        raise ValueError("'exports' is not an object of booleans")
+    if not all(isinstance(v, str) for v in payload.get("all") or []):
+        raise ValueError("'all' is not a list of text")
+    return payload
 
 
 def _read_tool(path: Path, cap: int = 4 << 20) -> bytes:
@@ -346,12 +398,27 @@ def run_sandboxed(tool_file: str | Path, item_dir: str | Path, request: dict,
     program, why = build_filter()
     if program is None and limits.require_filter:
         raise SandboxUnavailable(f"sandbox.require_filter is true but {why}")
-    result_r, result_w = os.pipe()
-    fds = {"tool": _memfd("memtool", tool_src), "runner": _memfd("runner", RUNNER.read_bytes()),
-           "seccomp": _memfd("seccomp", program) if program is not None else None}
-    in_fds = {n: _memfd(n, d) for n, d in inputs.items()}
-    out_fds = {n: _memfd(n, d) for n, d in outputs.items()}
-    passed = [result_w, *(fd for fd in fds.values() if fd is not None), *in_fds.values(), *out_fds.values()]
+    if len(inputs) + len(outputs) > limits.max_item_files:
+        return SandboxResult("file_limit", error=f"item folder {str(item_dir)!r} holds {len(inputs) + len(outputs)} "
+                                                 f"files, over sandbox.max_item_files = {limits.max_item_files}")
+    opened: list[int] = []
+
+    def memfd(name: str, data: bytes) -> int:
+        fd = _memfd(name, data)
+        opened.append(fd)
+        return fd
+
+    try:
+        fds = {"tool": memfd("memtool", tool_src), "runner": memfd("runner", RUNNER.read_bytes()),
+               "seccomp": memfd("seccomp", program) if program is not None else None}
+        in_fds = {n: memfd(n, d) for n, d in inputs.items()}
+        out_fds = {n: memfd(n, d) for n, d in outputs.items()}
+        result_r, result_w = os.pipe()
+    except OSError as exc:  # e.g. no file descriptors left: nothing started, nothing kept open
+        for fd in opened:
+            os.close(fd)
+        return SandboxResult("error", error=f"could not prepare the sandbox's files ({exc})")
+    passed = [result_w, *opened]
     req = dict(request, result_fd=result_w, inputs=sorted(inputs), max_processes=limits.max_processes,
                max_file_bytes=limits.file_bytes)
     cmd = build_command(python, limits, fds, in_fds, out_fds)
@@ -364,9 +431,11 @@ def run_sandboxed(tool_file: str | Path, item_dir: str | Path, request: dict,
         kw["preexec_fn"] = _preexec(limits)
     try:
         proc = subprocess.Popen(prl + cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kw)
+    except OSError as exc:
+        os.close(result_r)
+        return SandboxResult("error", error=f"bwrap could not start ({exc})")
     finally:
-        os.close(result_w)
-        for fd in passed[1:]:
+        for fd in passed:
             os.close(fd)
     result_cap = limits.item_bytes * 4 // 3 + (1 << 20)
     kill = lambda: _kill(proc)  # noqa: E731
@@ -397,17 +466,24 @@ def run_sandboxed(tool_file: str | Path, item_dir: str | Path, request: dict,
                              wall_s=wall)
     if pumps[2].flooded:
         return SandboxResult("output_limit", error=f"killed: result exceeded {result_cap} bytes", wall_s=wall)
-    raw = bytes(pumps[2].buf)
+    raw, pumps[2].buf = bytes(pumps[2].buf), bytearray()
     if not raw:
         err = pumps[1].buf.decode("utf-8", "replace")[-600:]
         return SandboxResult("crashed", error=f"exit code {proc.returncode} without a result; stderr: {err}",
                              wall_s=wall)
     try:
-        payload = json.loads(raw.decode("utf-8"))
-        if not isinstance(payload, dict):
-            raise ValueError(f"a {type(payload).__name__}, not an object")
+        payload = parse_payload(raw)
     except (UnicodeDecodeError, ValueError) as exc:
         return SandboxResult("crashed", error=f"unreadable result ({exc})", wall_s=wall)
+    del raw
+    try:
+        return _outcome(payload, item_dir, outputs, limits, wall)
+    except Exception as exc:  # noqa: BLE001 - the host never raises for what a tool returned
+        return SandboxResult("crashed", error=f"result could not be used ({type(exc).__name__}: {exc})", wall_s=wall)
+
+
+def _outcome(payload: dict, item_dir: Path, outputs: dict, limits: SandboxLimits, wall: float) -> SandboxResult:
+    """The call's status from a checked payload; on ``ok`` the tool's files are mirrored into ``item_dir``."""
     free = payload.get("item_free_bytes")
     if isinstance(free, int) and free <= 0:
         return SandboxResult("disk_quota", error=_QUOTA.format(limits.max_item_mb), payload=payload, wall_s=wall,
@@ -417,7 +493,8 @@ def run_sandboxed(tool_file: str | Path, item_dir: str | Path, request: dict,
                              wall_s=wall, refused=dict(payload.get("refused") or {}))
     discard, refused = _copy_back(item_dir, set(outputs), payload, limits)
     if discard:
-        return SandboxResult("disk_quota", error=discard, payload=payload, wall_s=wall, refused=refused)
+        status = "file_limit" if "max_item_files" in discard else "disk_quota"
+        return SandboxResult(status, error=discard, payload=payload, wall_s=wall, refused=refused)
     return SandboxResult("ok", result=str(payload.get("result", "")), payload=payload, wall_s=wall, refused=refused)
 
 

@@ -6,7 +6,8 @@ Default action: allow. The calls below fail with ``EPERM``: nothing a memory
 tool needs, everything that would change the sandbox from inside (mounts,
 namespaces, tracing other processes, kernel keyrings, BPF, modules, kexec,
 the clock, swap, reboot, raw handles) or inject input into a terminal
-(``ioctl(TIOCSTI)``). Calls of other ABIs (x32 on x86_64) are killed by
+(``ioctl(TIOCSTI)``); ``socket``/``socketpair`` of any address family but
+``AF_UNIX`` fail with ``EAFNOSUPPORT``. Calls of other ABIs (x32 on x86_64) are killed by
 libseccomp's architecture check.
 
 Where the filter cannot be built (``pyseccomp`` missing, or no libseccomp on
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import errno
 import os
+import socket
 
 DENIED_SYSCALLS = (
     # file systems and mounts
@@ -34,6 +36,7 @@ DENIED_SYSCALLS = (
     "settimeofday", "clock_settime", "clock_adjtime", "adjtimex",
 )
 TIOCSTI = 0x5412
+SOCKET_CALLS = ("socket", "socketpair")  # refused for any address family but AF_UNIX (EAFNOSUPPORT)
 
 _CACHE: list = []
 
@@ -58,6 +61,10 @@ def build_filter() -> tuple[bytes | None, str]:
             except (RuntimeError, ValueError, OSError):
                 skipped.append(name)  # not a system call of this architecture
         f.add_rule(seccomp.ERRNO(errno.EPERM), "ioctl", seccomp.Arg(1, seccomp.MASKED_EQ, 0xFFFFFFFF, TIOCSTI))
+        # sockets of one family only: AF_UNIX (pipes between a tool's own processes). The private network
+        # namespace does not cover every family (AF_VSOCK bound a port of the host VM's vsock space)
+        for call in SOCKET_CALLS:
+            f.add_rule(seccomp.ERRNO(errno.EAFNOSUPPORT), call, seccomp.Arg(0, seccomp.NE, socket.AF_UNIX))
         fd = os.memfd_create("toe-seccomp")
         try:
             with open(fd, "wb", closefd=False) as out:
