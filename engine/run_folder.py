@@ -62,9 +62,22 @@ def write_config(config: Mapping[str, Any], path: str | Path) -> None:
     atomic_io.write_text(path, tomli_w.dumps(_toml_ready(config)))
 
 
+def unmark_finished(out: Path) -> None:
+    """Remove ``summary.json`` (the mark of a finished run) before a run writes anything into ``out``."""
+    (out / "summary.json").unlink(missing_ok=True)
+    atomic_io.fsync_dir(out)
+
+
 def write_run(out: Path, *, task: str, config: Mapping[str, Any], options, summary, records, tables: str,
-              backend: str, model: str, wall: Mapping[str, float]) -> None:
-    """The whole run folder; ``meta`` gets what answered and the executor beside the task's own fields."""
+              backend: str, model: str, wall: Mapping[str, float], errors: Sequence[str] = ()
+              ) -> list[tuple[str, BaseException]]:
+    """The whole run folder; ``meta`` gets what answered and the executor beside the task's own fields.
+
+    Each artefact is written on its own: one that fails (a full disk, a value Arrow cannot hold) is
+    returned as ``(name, error)`` and the others are still written; ``summary.json`` comes last, with
+    every failure listed in ``meta.artefact_errors``, so a failure at the end costs that artefact, not
+    the run's results.
+    """
     simulated = backend == "simulated" or backend.startswith("simulated+")
     meta = {"task": task, "title": config.get("title", ""), "backend": backend, "model": model,
             "simulated": simulated, "executor": getattr(options, "executor", "local"),
@@ -78,12 +91,23 @@ def write_run(out: Path, *, task: str, config: Mapping[str, Any], options, summa
         rows.append(row)
     # summary.json marks a finished run (``toe run`` refuses to write over one): it goes first and
     # comes back last, so a failure in between leaves a folder that claims nothing, never a mix
-    (out / "summary.json").unlink(missing_ok=True)
-    atomic_io.fsync_dir(out)
-    write_episodes(records, out / "episodes.parquet")
-    atomic_io.write_text(out / "table.md", tables if tables.endswith("\n") else tables + "\n")
-    write_config(config, out / "config.toml")
+    unmark_finished(out)
+    failed: list[tuple[str, BaseException]] = []
+    steps = [("episodes.parquet", lambda: write_episodes(records, out / "episodes.parquet")),
+             ("config.toml", lambda: write_config(config, out / "config.toml"))]
+    if tables:
+        steps.insert(1, ("table.md", lambda: atomic_io.write_text(out / "table.md",
+                                                                  tables if tables.endswith("\n") else tables + "\n")))
+    for name, write in steps:
+        try:
+            write()
+        except Exception as exc:  # noqa: BLE001 - collected: the summary is still written
+            failed.append((name, exc))
+    errors = [*errors, *(f"{name}: {type(exc).__name__}: {exc}" for name, exc in failed)]
+    if errors:
+        meta["artefact_errors"] = errors
     write_summary(rows, meta, out / "summary.json")
+    return failed
 
 
 def _plain(value):

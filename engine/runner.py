@@ -25,11 +25,13 @@ summary record ``simulated``.
 
 from __future__ import annotations
 
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Protocol, Sequence
 
+from engine.errors import PersistenceError
 from engine.rounds import Episode, EpisodeResult, Method
 
 
@@ -106,11 +108,12 @@ class Task(Protocol):
 def run_task(task: Task, config: Mapping[str, Any], options) -> int:
     """Run every run of ``task`` over the executor ``options`` name; write the run folder; print the tables."""
     from engine.executor import make_executor, progress_bar
-    from engine.run_folder import answered_by, write_run
+    from engine.run_folder import answered_by, unmark_finished, write_episodes, write_run
 
     exp = task.parse(config, options)
     out = Path(options.out or Path("runs") / Path(options.config_path).stem)
     out.mkdir(parents=True, exist_ok=True)
+    unmark_finished(out)  # from here the folder claims no finished run until this one's summary.json
     specs = task.runs(exp)
     for spec in specs:  # pre-flight: a bad method table or a missing extra fails before any run starts
         task.make_method(exp, spec)
@@ -137,11 +140,27 @@ def run_task(task: Task, config: Mapping[str, Any], options) -> int:
             rec = dict(r.record)
             rec.update(method=spec.method, seed=spec.seed, **({"part": spec.part} if spec.part else {}))
             records.append(rec)
+        if len(specs) > 1:  # every finished run's records on disk at once: a later failure costs that run, not these
+            try:
+                write_episodes(records, out / "episodes.parquet")
+            except Exception as exc:  # noqa: BLE001 - reported with the final artefacts
+                print(f"warning: episodes.parquet could not be written after run {spec.key}: {exc}", file=sys.stderr)
     summary = task.summarize(exp, records, extras)
     backend, model = answered_by(records, config)
-    tables, pngs = task.report(exp, summary, records, out)
-    write_run(out, task=task.name, config=config, options=options, summary=summary, records=records,
-              tables=tables, backend=backend, model=model, wall=wall)
+    failed: list[tuple[str, BaseException]] = []
+    try:
+        tables, pngs = task.report(exp, summary, records, out)
+    except Exception as exc:  # noqa: BLE001 - the plots or tables of a finished run: the rest is still written
+        failed.append(("table.md and plots", exc))
+        tables, pngs = "", []
+    failed += write_run(out, task=task.name, config=config, options=options, summary=summary, records=records,
+                        tables=tables, backend=backend, model=model, wall=wall,
+                        errors=[f"{what}: {type(exc).__name__}: {exc}" for what, exc in failed])
+    if failed:
+        what, exc = failed[0]
+        raise PersistenceError(
+            f"the run finished and {out}/summary.json holds its results, but {', '.join(w for w, _ in failed)} "
+            f"could not be written ({type(exc).__name__}: {exc})") from exc
     print(tables)
     print(f"results: {out}/ (" + ", ".join(["episodes.parquet", "summary.json", "table.md", "config.toml",
                                              *pngs]) + ")")

@@ -132,23 +132,53 @@ def test_a_killed_run_resumes_from_its_checkpoints_and_gives_the_uninterrupted_r
     assert [x["run_key"] for x in stats] == ["a-seed0", "a-seed1", "b-seed0", "b-seed1"]
     assert all(x["episodes_run"] == 7 and x["resumed_at_round"] == 0 for x in stats)
 
-def test_a_failed_write_leaves_no_finished_run_and_no_mix(tmp_path, monkeypatch):
-    run_task(ToyTask(), CONFIG, options(tmp_path))
+def test_a_failed_artefact_costs_that_artefact_not_the_run(tmp_path, monkeypatch):
+    """A write that fails at the end (a full disk) loses that file only: the summary and the episodes are
+    written, the summary lists the failure, and the error names what is missing."""
     from engine import run_folder
+    from engine.errors import PersistenceError
 
+    run_task(ToyTask(), CONFIG, options(tmp_path))
     real = run_folder.write_config
 
     def broken(*a, **k):
         raise OSError("disk full")
 
     monkeypatch.setattr(run_folder, "write_config", broken)
-    with pytest.raises(OSError, match="disk full"):
+    with pytest.raises(PersistenceError, match=r"summary.json holds its results, but config.toml could not be written "
+                                               r"\(OSError: disk full\)"):
         run_task(ToyTask(), {**CONFIG, "episodes": 4}, options(tmp_path))
-    # the earlier summary is gone before anything new is written, and the new one comes only at the end
-    assert not (tmp_path / "run" / "summary.json").exists()
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["methods"][0]["n"] == 8 and summary["meta"]["artefact_errors"] == ["config.toml: OSError: disk full"]
+    assert len(pq.read_table(tmp_path / "run" / "episodes.parquet")) == 16
     monkeypatch.setattr(run_folder, "write_config", real)
     run_task(ToyTask(), {**CONFIG, "episodes": 4}, options(tmp_path))
-    assert json.loads((tmp_path / "run" / "summary.json").read_text())["methods"][0]["n"] == 8
+    assert "artefact_errors" not in json.loads((tmp_path / "run" / "summary.json").read_text())["meta"]
+
+
+def test_a_failed_report_keeps_the_summary_and_episodes(tmp_path):
+    from engine.errors import PersistenceError
+
+    class BadPlots(ToyTask):
+        def report(self, exp, summary, records, out):
+            raise RuntimeError("matplotlib exploded")
+
+    with pytest.raises(PersistenceError, match="table.md and plots could not be written"):
+        run_task(BadPlots(), CONFIG, options(tmp_path))
+    out = tmp_path / "run"
+    assert json.loads((out / "summary.json").read_text())["meta"]["artefact_errors"] == [
+        "table.md and plots: RuntimeError: matplotlib exploded"]
+    assert len(pq.read_table(out / "episodes.parquet")) == 28 and (out / "config.toml").is_file()
+
+
+def test_finished_runs_records_are_on_disk_before_a_later_run_fails(tmp_path):
+    with pytest.raises(KeyboardInterrupt):
+        run_task(ToyTask(crash_after="b-seed0"), CONFIG, options(tmp_path))
+    out = tmp_path / "run"
+    assert not (out / "summary.json").exists()  # not a finished run
+    rows = pq.read_table(out / "episodes.parquet").to_pylist()
+    assert {(r["method"], r["seed"]) for r in rows} == {("a", 0), ("a", 1)} and len(rows) == 14
+
 
 def test_what_answered_is_read_from_the_records():
     from engine.run_folder import answered_by
