@@ -118,8 +118,8 @@ class RayExecutor(RoundLoop):
                  max_restarts: int = 2, max_attempts: int = 3, init_kwargs: dict | None = None,
                  checkpoint_every: int = 1, startup_timeout_s: float = 900.0, tensor_parallel_size: int = 1,
                  stats_path=None, pipeline_rounds: int = 0, streams_per_worker: int = 1, shares_per_worker: int = 1,
-                 replicas: str = "auto"):
-        super().__init__(checkpoint_every, stats_path, pipeline_rounds)
+                 replicas: str = "auto", engine_probe=None):
+        super().__init__(checkpoint_every, stats_path, pipeline_rounds, engine_probe)
         if replicas not in REPLICA_MODES:
             raise ConfigError(f"replicas must be one of {', '.join(map(repr, REPLICA_MODES))}, got {replicas!r}")
         self.replicas = replicas

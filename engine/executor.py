@@ -41,6 +41,7 @@ from engine.checkpoint import (
 from engine.config import apply_overrides, check, from_dict, load_toml, to_dict
 from engine.errors import ConfigError, InputError, MissingExtraError
 from engine.llm.base import LLMBackend, MeteredBackend
+from engine.llm.engine_metrics import engine_summary
 from engine.rounds import Episode, EpisodeResult, Method, Snapshot
 
 LLMFactory = Callable[[], LLMBackend]
@@ -188,7 +189,8 @@ class RoundLoop:
 
     name = "base"
 
-    def __init__(self, checkpoint_every: int = 1, stats_path: str | Path | None = None, pipeline_rounds: int = 0):
+    def __init__(self, checkpoint_every: int = 1, stats_path: str | Path | None = None, pipeline_rounds: int = 0,
+                 engine_probe: Callable[[], Any] | None = None):
         if checkpoint_every < 1:
             raise ConfigError(f"checkpoint_every must be >= 1, got {checkpoint_every}")
         if not isinstance(pipeline_rounds, int) or isinstance(pipeline_rounds, bool) or pipeline_rounds < 0:
@@ -198,6 +200,9 @@ class RoundLoop:
         # each finished run appends {"method": ..., **stats} here as one JSON line (the run folder's
         # executor_stats.jsonl when made by make_executor): per-worker throughput in the results
         self.stats_path = None if stats_path is None else Path(stats_path)
+        # makes a sampler of a real server's metrics (engine.llm.engine_metrics.MetricsSampler: start/stop) read
+        # over each run; its summary goes into stats["server_engine"] (llm.metrics_url)
+        self.engine_probe = engine_probe
         self.stats: dict[str, Any] = {}
         self.rounds_done = 0  # live cursor, readable from another thread
 
@@ -265,8 +270,10 @@ class RoundLoop:
             restore_state(method, cursor)
             self._record_stats(timing, 0.0, first, len(results), finished=True)
             return results
+        sampler = None
         try:
             self._start(method, llm_factory, cursor)
+            sampler = self.engine_probe().start() if self.engine_probe is not None else None
             in_flight: deque = deque()  # handles of submitted rounds, oldest first
             submitted = first
             for index in range(first, len(batches)):
@@ -301,8 +308,12 @@ class RoundLoop:
                 timing["compute_s"].append(self._round_compute)
             ok = True
         finally:
+            scraped = sampler.stop() if sampler is not None else None
             self._finish(method, ok)
             self._record_stats(timing, time.perf_counter() - t_run, first, len(results))
+            if scraped is not None:
+                self.stats["server_engine"] = engine_summary(scraped, self.stats["wall_s"]) | {
+                    "samples": scraped.get("samples", 0), "errors": scraped.get("errors", 0)}
         if self.stats_path is not None:
             self.stats_path.parent.mkdir(parents=True, exist_ok=True)
             with open(self.stats_path, "a") as fh:
@@ -316,6 +327,9 @@ class RoundLoop:
         overhead = [r - a - c - k for r, a, c, k in
                     zip(timing["round_s"], timing["apply_s"], timing["compute_s"], timing["checkpoint_s"])]
         workers = [] if finished else self._worker_stats()
+        for w in workers:  # what each modelled engine saw over the run's wall time (engine.llm.engine_metrics)
+            if w.get("server") is not None:
+                w["engine"] = engine_summary(w["server"], wall)
         ran = sum(w["episodes"] for w in workers)
         self.stats = {
             "executor": self.name,
@@ -374,8 +388,18 @@ def books_since(now: Mapping[str, Any] | None, start: Mapping[str, Any] | None) 
         return None
     if start is None:
         return dict(now)
-    keep = ("peak_tokens_per_s", "max_num_seqs", "time_scale", "max_in_flight", "max_concurrent_calls")
-    return {k: (v if k in keep or not isinstance(v, (int, float)) else v - start.get(k, 0)) for k, v in now.items()}
+    keep = ("peak_tokens_per_s", "max_num_seqs", "time_scale", "max_in_flight", "max_concurrent_calls",
+            "queue_delay_edges_s")
+
+    def since(k, v):
+        if k in keep:
+            return v
+        if isinstance(v, list):  # histograms: bucket by bucket
+            old = list(start.get(k) or [])
+            return [x - (old[i] if i < len(old) else 0) for i, x in enumerate(v)]
+        return v - start.get(k, 0) if isinstance(v, (int, float)) and not isinstance(v, bool) else v
+
+    return {k: since(k, v) for k, v in now.items()}
 
 
 def backends_of(llm) -> list:
@@ -493,8 +517,8 @@ class LocalExecutor(RoundLoop):
     name = "local"
 
     def __init__(self, checkpoint_every: int = 1, stats_path: str | Path | None = None, pipeline_rounds: int = 0,
-                 streams_per_worker: int = 1):
-        super().__init__(checkpoint_every, stats_path, pipeline_rounds)
+                 streams_per_worker: int = 1, engine_probe: Callable[[], Any] | None = None):
+        super().__init__(checkpoint_every, stats_path, pipeline_rounds, engine_probe)
         self.streams_per_worker = _check_streams_setting(streams_per_worker)
 
     def _start(self, method, llm_factory, cursor):
@@ -724,12 +748,13 @@ def local_executor(workers: int = 1, address: str | None = None, *, checkpoint_e
                    stats_path=None, pipeline_rounds: int = 0, **cluster_settings) -> LocalExecutor:
     """The ``local`` executor's factory: one worker in this process; ``[cluster]`` placement keys are ignored."""
     streams = cluster_settings.pop("streams_per_worker", 1)
+    probe = cluster_settings.pop("engine_probe", None)
     if workers != 1:
         raise ConfigError(f"the local executor runs one worker; got --workers {workers} (use --executor ray)")
     if address:
         raise ConfigError("--address is a Ray cluster address; it needs --executor ray")
     return LocalExecutor(checkpoint_every=checkpoint_every, stats_path=stats_path, pipeline_rounds=pipeline_rounds,
-                         streams_per_worker=streams)
+                         streams_per_worker=streams, engine_probe=probe)
 
 
 register_executor("local", local_executor)

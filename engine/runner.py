@@ -105,6 +105,28 @@ class Task(Protocol):
         ...
 
 
+def engine_probe(config: Mapping[str, Any]):
+    """A factory of :class:`engine.llm.engine_metrics.MetricsSampler` on ``llm.metrics_url``, or None."""
+    import functools
+
+    from engine.llm.config import load_llm_config, metrics_endpoint
+    from engine.llm.engine_metrics import MetricsSampler
+
+    cfg = load_llm_config(config.get("llm"))
+    url = metrics_endpoint(cfg)
+    return None if url is None else functools.partial(MetricsSampler, url, cfg.metrics_interval_s)
+
+
+def engine_line(label: str, stats: Mapping[str, Any]) -> str | None:
+    """What the run's engines saw, one line (modelled engines per worker, or the scraped server), or None."""
+    from engine.llm.engine_metrics import summary_line
+
+    engines = [w["engine"] for w in stats.get("workers", ()) if w.get("engine")]
+    if stats.get("server_engine"):
+        engines.append(stats["server_engine"])
+    return summary_line(label, engines, stats.get("episodes_per_s", 0.0)) if engines else None
+
+
 def run_task(task: Task, config: Mapping[str, Any], options) -> int:
     """Run every run of ``task`` over the executor ``options`` name; write the run folder; print the tables."""
     from engine.executor import make_executor, progress_bar
@@ -125,7 +147,7 @@ def run_task(task: Task, config: Mapping[str, Any], options) -> int:
         episodes = task.episodes(exp, spec)
         size = task.round_size(exp, spec)
         ckpt = out / "checkpoint" / spec.key if task.checkpoint(exp) else None
-        executor = make_executor(options, config)
+        executor = make_executor(options, config, engine_probe=engine_probe(config))
         t0 = time.perf_counter()
         try:
             desc = f"[{k + 1}/{len(specs)}] {spec.method} seed {spec.seed}" + (f" {spec.part}" if spec.part else "")
@@ -135,6 +157,9 @@ def run_task(task: Task, config: Mapping[str, Any], options) -> int:
         finally:
             executor.close()
         wall[spec.key] = time.perf_counter() - t0
+        line = engine_line(f"[{k + 1}/{len(specs)}] {spec.key}", executor.stats)
+        if line:
+            print(line, file=sys.stderr)
         extras[spec.key] = {"wall_s": wall[spec.key], **(task.after_run(exp, spec, method, results, out) or {})}
         for r in results:
             rec = dict(r.record)

@@ -80,9 +80,16 @@ class LLMConfig:
     structured: bool = True
     unconstrained: tuple[str, ...] = ()
     structured_format: Literal["response_format", "vllm", "llamacpp"] = "response_format"
+    # a vLLM server's Prometheus endpoint read during each run (engine.llm.engine_metrics): "" = none,
+    # "auto" = base_url's server root + /metrics (openai backend), or a URL; every metrics_interval_s seconds
+    metrics_url: str = ""
+    metrics_interval_s: float = 1.0
 
     def __post_init__(self):
         check_seeds([self.seed], "llm.seed")
+        check(self.metrics_interval_s > 0, f"llm.metrics_interval_s must be > 0, got {self.metrics_interval_s}")
+        check(self.metrics_url in ("", "auto") or self.metrics_url.startswith(("http://", "https://")),
+              f"llm.metrics_url must be '', 'auto' or an http(s) URL, got {self.metrics_url!r}")
         check(self.max_concurrency >= 1, f"llm.max_concurrency must be >= 1, got {self.max_concurrency}")
         check(self.timeout_s > 0, f"llm.timeout_s must be > 0, got {self.timeout_s}")
         check(self.connect_timeout_s > 0, f"llm.connect_timeout_s must be > 0, got {self.connect_timeout_s}")
@@ -140,3 +147,14 @@ def load_llm_config(data: Mapping[str, Any] | None, where: str = "llm") -> LLMCo
     if "llm" in data or "task" in data:  # a whole config (LLMConfig has neither key): its [llm] table
         data = data.get("llm") or {}
     return from_dict(LLMConfig, data, where)
+
+
+def metrics_endpoint(cfg: LLMConfig) -> str | None:
+    """The Prometheus URL ``llm.metrics_url`` names (``auto``: the openai backend's server root + /metrics)."""
+    if not cfg.metrics_url:
+        return None
+    if cfg.metrics_url != "auto":
+        return cfg.metrics_url
+    root = cfg.base_url.rstrip("/")
+    root = root[: -len("/v1")] if root.endswith("/v1") else root
+    return root + "/metrics"

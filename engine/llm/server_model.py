@@ -57,6 +57,7 @@ constant in ``[llm.server_model]`` (0 keeps the reference's value).
 
 from __future__ import annotations
 
+import bisect
 import math
 import threading
 import time
@@ -66,6 +67,7 @@ from typing import Any, Protocol, Sequence
 
 from engine.config import check
 from engine.llm.base import LLMBackend, Request, Response
+from engine.llm.engine_metrics import QUEUE_EDGES_S
 
 __all__ = ["REFERENCES", "ServerProfile", "ServerModelParams", "ServerModelBackend", "CallPlan", "plan_call",
            "RealClock"]
@@ -269,6 +271,11 @@ class _EngineState:
         self.waiting: deque = deque()  # [call, request, tokens, ready_at] in arrival order
         self.running: list[list] = []  # [call, request, tokens still to decode]
         self.books = {"busy_s": 0.0, "prefill_s": 0.0, "decode_tokens": 0, "max_in_flight": 0}
+        # engine_metrics' books, kept only on the real state (projections skip them): seconds with k sequences
+        # running, and each sequence's wait from arrival to admission over QUEUE_EDGES_S
+        self.occupancy_s = [0.0] * (profile.max_num_seqs + 1)
+        self.queue_counts = [0] * (len(QUEUE_EDGES_S) + 1)
+        self.queue_sum_s = 0.0
 
     def copy(self) -> "_EngineState":
         """A copy to project the future on (calls are shared: their finish times are kept aside)."""
@@ -277,6 +284,7 @@ class _EngineState:
         out.waiting = deque(list(w) for w in self.waiting)
         out.running = [list(r) for r in self.running]
         out.books = dict(self.books)
+        out.occupancy_s, out.queue_counts, out.queue_sum_s = self.occupancy_s, self.queue_counts, self.queue_sum_s
         return out
 
     def add(self, call: _Call, decode_tokens: Sequence[Sequence[int]]) -> None:
@@ -306,8 +314,14 @@ class _EngineState:
 
     def _do(self, kind: str, end: float, arg, started: dict | None, finished: dict | None) -> None:
         b = self.books
+        if finished is None and end > self.t:  # the real state: time with this many sequences running
+            self.occupancy_s[len(self.running)] += end - self.t
         if kind == "prefill" or kind == "admit":
-            call, r, d, _ = self.waiting.popleft()
+            call, r, d, ready = self.waiting.popleft()
+            if finished is None:
+                wait = max(0.0, self.t - ready)
+                self.queue_sum_s += wait
+                self.queue_counts[bisect.bisect_left(QUEUE_EDGES_S, wait)] += 1
             if kind == "prefill":
                 b["busy_s"] += end - self.t
                 b["prefill_s"] += end - self.t
@@ -343,6 +357,8 @@ class _EngineState:
         while True:
             ev = self._next(None)
             if ev is None:
+                if now > self.t:
+                    self.occupancy_s[0] += now - self.t  # idle
                 self.t = max(self.t, now)
                 return
             if ev[1] > now + 1e-9:  # 1 ns: the clock's rounding
@@ -457,6 +473,11 @@ class ServerModelBackend:
                 self._engine.advance(self._engine_now())
             out = dict(self._books)
             eb = dict(self._engine.books)
+            occ = [t * scale for t in self._engine.occupancy_s]
+            queue = (list(self._engine.queue_counts), self._engine.queue_sum_s * scale)
+        out["occupancy_s"] = occ
+        out["queue_delay_counts"], out["queue_delay_sum_s"] = queue
+        out["queue_delay_edges_s"] = [e * scale for e in QUEUE_EDGES_S]
         out["decode_tokens"] = eb["decode_tokens"]
         out["max_in_flight"] = eb["max_in_flight"]
         out["busy_s"] = eb["busy_s"] * scale
