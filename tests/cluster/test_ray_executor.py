@@ -229,6 +229,18 @@ class FlakyGet:
         return self.real(*args, **kwargs)
 
 
+def _run_with_get(ex, monkeypatch, flaky):
+    """``ex.run`` of a fresh ToyMethod over EPISODES while ``ray.get`` is ``flaky``."""
+    import ray
+
+    monkeypatch.setattr(ray, "get", flaky)
+    m = ToyMethod()
+    try:
+        return m, ex.run(m, EPISODES, ToyLLMFactory(), ROUND)
+    finally:
+        monkeypatch.undo()
+
+
 def _unavailable():
     import ray
 
@@ -248,12 +260,9 @@ def test_actor_unavailable_mid_round_is_a_lost_share(two_workers, monkeypatch, r
     # the pool's result fetch (one ref, no timeout) of a share of round 3, after two rounds were applied
     flaky = FlakyGet(ray, lambda a, kw: "timeout" not in kw and len(a) == 1 and not isinstance(a[0], list)
                      and ex.rounds_done >= 2, _unavailable, times=2)
-    monkeypatch.setattr(ray, "get", flaky)
-    m = ToyMethod()
     try:
-        got = ex.run(m, EPISODES, ToyLLMFactory(), ROUND)
+        m, got = _run_with_get(ex, monkeypatch, flaky)
     finally:
-        monkeypatch.undo()
         ex.replicas = "auto"
     assert flaky.raised == 2 and ex.stats["retried_chunks"] >= 2
     assert_same_run((m, got), local_run())
@@ -271,12 +280,7 @@ def test_restarting_worker_at_start_is_awaited(two_workers, monkeypatch):
     pids = [ray.get(w.pid.remote()) for w in ex.workers]
     flaky = FlakyGet(ray, lambda a, kw: "timeout" in kw and len(a) == 1 and not isinstance(a[0], list),
                      _unavailable, times=2)
-    monkeypatch.setattr(ray, "get", flaky)
-    m = ToyMethod()
-    try:
-        got = ex.run(m, EPISODES, ToyLLMFactory(), ROUND)
-    finally:
-        monkeypatch.undo()
+    m, got = _run_with_get(ex, monkeypatch, flaky)
     assert flaky.raised == 2
     assert [ray.get(w.pid.remote()) for w in ex.workers] == pids  # the same workers, awaited
     assert_same_run((m, got), local_run())
