@@ -202,7 +202,7 @@ def test_no_experience_hooks_and_request_seed():
 
 
 def test_bad_inputs():
-    with pytest.raises(ConfigError, match="tot.breadth must be >= 1"):
+    with pytest.raises(ConfigError, match=r"tot.breadth must be in \[1, 100\]"):
         ToTConfig(breadth=0)
     with pytest.raises(ConfigError, match="tot.n_evaluate"):
         ToTConfig(n_evaluate=0)
