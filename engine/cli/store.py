@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.errors import InputError
+from engine.errors import InputError, PersistenceError
 
 
 def register(subparsers) -> None:
@@ -57,12 +57,22 @@ def _import(args) -> int:
 
     _check_flags(args, ("--eta", 0.0, None, False), ("--q0", 0.0, None, True))
     store, sparse = read_path_csv(args.csv, q0=args.q0, eta=args.eta)
-    ck = store.save(args.directory)
+    ck = _save(store, args.directory)
     ext = store.external_ids
     note = (f" (the CSV's eids {int(ext[0])}..{int(ext[-1])} are kept; updates and exports use them)"
             if sparse else "")
     print(f"imported {store.n_experiences} paths, {store.n_nodes - 1} nodes into {ck}{note}")
     return 0
+
+
+def _save(store, directory: Path) -> Path:
+    """``store.save(directory)``, a failed write (a full disk) named as the store's error: the save is atomic,
+    so the folder keeps its previous checkpoint."""
+    try:
+        return store.save(directory)
+    except OSError as exc:
+        raise PersistenceError(f"{directory}: the store could not be written ({exc.strerror or exc}); "
+                               "its previous checkpoint, if any, is kept") from exc
 
 
 def _export(args) -> int:
@@ -131,7 +141,7 @@ def _apply(args) -> int:
     eids, rewards = read_updates(args.updates, store.horizons)
     rows = store.rows_of(eids, name=f"updates file {args.updates}")  # external ids -> dense rows, at the boundary
     store.update(rows, rewards, args.rule, eta=args.eta, q0=args.q0, eta_task=args.eta_task)
-    ck = store.save(args.store)
+    ck = _save(store, args.store)
     print(f"applied {len(eids)} {args.rule} updates; saved {ck}")
     return 0
 

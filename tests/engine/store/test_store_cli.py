@@ -276,3 +276,24 @@ def test_path_csv_with_a_bom_and_rows_named_in_errors(tmp_path, capsys):
     assert main(["store", "import", str(tmp_path / "q.csv"), str(tmp_path / "out"), "--eta", "-2"]) == 1
     assert "--eta must be a finite number >= 0" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def test_a_full_disk_during_apply_is_an_error_and_keeps_the_checkpoint(csv_path, tmp_path, capsys, monkeypatch):
+    d = tmp_path / "store"
+    main(["store", "import", str(csv_path), str(d)])
+    before = sorted(p.name for p in d.iterdir())
+    upd = tmp_path / "u.parquet"
+    pq.write_table(pa.table({"eid": [0], "r_h10": [0.1], "r_h20": [0.1], "r_h40": [0.1]}), upd)
+    import errno
+
+    def full(self, directory, *a, **k):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(ExperienceStore, "save", full)
+    assert main(["store", "apply", "--store", str(d), "--updates", str(upd)]) == 1
+    err = capsys.readouterr().err
+    assert "the store could not be written (No space left on device); its previous checkpoint" in err
+    assert "Traceback" not in err
+    monkeypatch.undo()
+    assert sorted(p.name for p in d.iterdir()) == before
+    np.testing.assert_allclose(ExperienceStore.load(d).reliability[0], [1.46, 0.7345, 0.8703])
