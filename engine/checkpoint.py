@@ -4,7 +4,8 @@ Layout of a checkpoint folder (one per ``executor.run``)::
 
     LATEST                   {"dir": "ckpt-000007", "fingerprint": ...}  (replaced atomically)
     ckpt-000007/             7 rounds applied
-        manifest.json        fingerprint, rounds_done, episodes_done, shards
+        manifest.json        fingerprint, rounds_done, episodes_done, shards; the size and sha256 of every
+                             file of the checkpoint and of every results file it lists
         applied.npy          i8[episodes_done] ids of the applied episodes, in order
         state/               Method.save_state (or state-0/, state-1/ ... one per store shard)
     results/round-000007.pkl the EpisodeResults of the rounds since the previous checkpoint
@@ -17,6 +18,11 @@ ids, every file and folder fsynced), renamed to ``ckpt-000007``, then the
 ``LATEST`` pointer is swapped (temp file, fsync, ``os.replace``, fsync of the
 folder). A driver killed at any point leaves ``LATEST`` naming a complete
 checkpoint; anything newer is ignored and overwritten on resume.
+
+On resume every file the manifest lists is checked against its size and sha256 before it is read
+(a results file before it is unpickled): a flipped byte or a replaced file is refused by name.
+Round results and method states are still pickles, so resume only checkpoints you wrote; a
+checkpoint of the earlier format (no checksums) is refused with the way to restart.
 """
 
 from __future__ import annotations
@@ -36,7 +42,7 @@ from engine import atomic_io
 from engine.errors import PersistenceError
 from engine.rounds import Episode, EpisodeResult
 
-FORMAT = 1
+FORMAT = 2  # 2: checksums of every file (1: none; refused)
 _METHOD_PICKLE = "method_state.pkl"
 
 
@@ -112,6 +118,7 @@ class RoundCheckpoints:
         self.fingerprint = fingerprint
         self.shards = int(shards)
         self.result_files: list[str] = []
+        self.result_digests: dict[str, dict] = {}  # name -> {"sha256", "bytes"} of every results file listed
 
     # -- reading ---------------------------------------------------------------------------------
     def latest(self) -> Cursor | None:
@@ -128,7 +135,8 @@ class RoundCheckpoints:
             raise PersistenceError(f"checkpoint {str(self.root)!r} is unreadable: {exc}") from exc
         if manifest.get("format") != FORMAT:
             raise PersistenceError(
-                f"checkpoint {str(path)!r} has format {manifest.get('format')!r}, expected {FORMAT}"
+                f"checkpoint {str(path)!r} has format {manifest.get('format')!r}, expected {FORMAT} (format 1 "
+                f"holds no checksums); delete {str(self.root)!r} or run with `--out NEW_FOLDER` to start over"
             )
         if manifest.get("fingerprint") != self.fingerprint:
             raise PersistenceError(
@@ -145,12 +153,18 @@ class RoundCheckpoints:
                 f"int64[{manifest['episodes_done']}]"
             )
         files = tuple(manifest.get("result_files", ()))
-        self.result_files = list(files)
+        digests = manifest.get("result_digests")
+        if not isinstance(digests, dict) or set(digests) != set(files) or not isinstance(manifest.get("files"), dict):
+            raise PersistenceError(f"checkpoint {str(path)!r}: manifest.json lists no checksums for its files")
+        atomic_io.verify_digests(path, manifest["files"])  # the state and applied.npy, before anything reads them
+        self.result_files, self.result_digests = list(files), dict(digests)
         return Cursor(manifest["rounds_done"], manifest["episodes_done"], manifest["shards"], path, applied, files)
 
     def load_results(self, cursor: Cursor) -> list[EpisodeResult]:
         """The results of rounds 1..cursor.rounds_done, in episode order."""
         out: list[EpisodeResult] = []
+        atomic_io.verify_digests(self.root / "results", {n: self.result_digests[n] for n in cursor.result_files},
+                                 "checkpoint results file")  # before any byte of them is unpickled
         for name in cursor.result_files:
             path = self.root / "results" / name
             try:
@@ -172,7 +186,7 @@ class RoundCheckpoints:
         if self.root.exists():
             shutil.rmtree(self.root)
         self.root.mkdir(parents=True)
-        self.result_files = []
+        self.result_files, self.result_digests = [], {}
 
     def staging(self, rounds_done: int) -> Path:
         """A fresh, empty staging folder for the checkpoint after round ``rounds_done``."""
@@ -192,12 +206,17 @@ class RoundCheckpoints:
         results_dir = self.root / "results"
         results_dir.mkdir(exist_ok=True)
         name = f"round-{rounds_done:06d}.pkl"
-        atomic_io.write_bytes(results_dir / name, pickle.dumps(list(round_results), protocol=pickle.HIGHEST_PROTOCOL))
+        blob = pickle.dumps(list(round_results), protocol=pickle.HIGHEST_PROTOCOL)
+        atomic_io.write_bytes(results_dir / name, blob)
         files = self.result_files + [name]
+        digests = {**{n: self.result_digests[n] for n in self.result_files},
+                   name: {"sha256": hashlib.sha256(blob).hexdigest(), "bytes": len(blob)}}
         applied = np.ascontiguousarray(applied, dtype=np.int64)
         np.save(staging / "applied.npy", applied, allow_pickle=False)
+        names = sorted(p.relative_to(staging).as_posix() for p in staging.rglob("*") if p.is_file())
         manifest = {"format": FORMAT, "fingerprint": self.fingerprint, "rounds_done": rounds_done,
-                    "episodes_done": int(applied.shape[0]), "shards": self.shards, "result_files": files}
+                    "episodes_done": int(applied.shape[0]), "shards": self.shards, "result_files": files,
+                    "result_digests": digests, "files": atomic_io.file_digests(staging, names)}
         (staging / "manifest.json").write_text(json.dumps(manifest, indent=1))
         atomic_io.fsync_tree(staging)
         final = self.root / f"ckpt-{rounds_done:06d}"
@@ -205,7 +224,7 @@ class RoundCheckpoints:
             shutil.rmtree(final)
         atomic_io.publish_dir(staging, final)
         atomic_io.swap_pointer(self.root / "LATEST", json.dumps({"dir": final.name, "fingerprint": self.fingerprint}))
-        self.result_files = files
+        self.result_files, self.result_digests = files, digests
         for old in self.root.glob("ckpt-*"):
             if old != final:
                 shutil.rmtree(old, ignore_errors=True)

@@ -3,11 +3,14 @@
 import io
 import json
 import os
+import re
+import shutil
 import signal
 import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -452,3 +455,51 @@ def test_killed_driver_resumes_to_the_uninterrupted_run(tmp_path):
     assert ex.stats["resumed_at_round"] == done and ex.stats["episodes_run"] == 24 - 2 * done
     assert_same_run((m, got), want)
     assert_applied_once(m, EPISODES)
+
+
+def _flip(path: Path, at: int = -1) -> None:
+    raw = bytearray(path.read_bytes())
+    raw[at] ^= 0x01
+    path.write_bytes(bytes(raw))
+
+
+def test_a_flipped_byte_or_a_crafted_file_in_any_checkpoint_file_is_refused_by_name(tmp_path):
+    """Every file of a checkpoint is checked against the manifest's sha256 before it is read; a results
+    pickle replaced by one that would run code is refused before it is unpickled."""
+    import pickle
+
+    run_local(round_size=4, checkpoint_dir=tmp_path / "c")
+    pristine = tmp_path / "pristine"
+    shutil.copytree(tmp_path / "c", pristine)
+    latest = json.loads((pristine / "LATEST").read_text())["dir"]
+    files = [p for p in (pristine / latest).rglob("*") if p.is_file() and p.name != "manifest.json"]
+    files += sorted((pristine / "results").glob("*.pkl"))
+    assert len(files) >= 3
+    for f in files:
+        case = tmp_path / f"case-{f.name}"
+        shutil.copytree(pristine, case)
+        _flip(case / f.relative_to(pristine))
+        with pytest.raises(PersistenceError, match=re.escape(f.name) + ".*(checksum|bytes)"):
+            run_local(round_size=4, checkpoint_dir=case)
+
+    class Boom:
+        def __reduce__(self):
+            return (os.system, ("touch " + str(tmp_path / "pwned"),))
+
+    crafted = tmp_path / "crafted"
+    shutil.copytree(pristine, crafted)
+    (crafted / "results" / files[-1].name).write_bytes(pickle.dumps([Boom()]))
+    with pytest.raises(PersistenceError, match=files[-1].name):
+        run_local(round_size=4, checkpoint_dir=crafted)
+    assert not (tmp_path / "pwned").exists()
+
+
+def test_a_checkpoint_of_the_format_without_checksums_is_refused_with_the_way_to_restart(tmp_path):
+    run_local(round_size=4, checkpoint_dir=tmp_path)
+    latest = json.loads((tmp_path / "LATEST").read_text())["dir"]
+    manifest = tmp_path / latest / "manifest.json"
+    m = json.loads(manifest.read_text())
+    m["format"] = 1
+    manifest.write_text(json.dumps(m))
+    with pytest.raises(PersistenceError, match="format 1 .*no checksums.*--out NEW_FOLDER"):
+        run_local(round_size=4, checkpoint_dir=tmp_path)
