@@ -222,7 +222,9 @@ def notes(exp: Game24Experiment) -> list[str]:
                   "(proposal lines the verifier rejects are dropped)")
     else:
         search = "ToT search: the reference BFS (proposals as written, numbers from the model's left: text)"
-    notes = [f"{search}, value cache per {exp.tot.value_cache}."]
+    scope = ("run (the reference's; filled by the test split only, empty at its start)"
+             if exp.tot.value_cache == "run" else exp.tot.value_cache)
+    notes = [f"{search}, value cache per {scope}."]
     if any(m in TOE_NAMES for m in exp.methods):
         notes.append("ToE modes: supply = a verified stored suffix completes the branch; "
                      "guide = experience only in prompts and values.")

@@ -32,7 +32,10 @@ Engine options (``[tot]``), each named in the run's ``summary.json``:
   calls never depend on the stream before it; ``"run"``: the reference's one
   cache for the whole run (``task.value_cache``), kept between rounds in the
   method's snapshot (with ``round_size = 1`` exactly the reference's sequential
-  cache; with larger rounds an episode sees the entries of earlier rounds).
+  cache; with larger rounds an episode sees the entries of earlier rounds). Only
+  test-split episodes add to it, so it starts empty at the test split whatever a
+  method's warm-up did (the reference ToT ran the test split alone); warm-up
+  episodes cache within themselves only.
   Under ``"run"`` a value prompt's samples are drawn from (run seed, prompt)
   only, so which episode asked it first never changes a value, only who paid.
 * ``drop_invalid_steps = true``: a proposal line the exact verifier rejects
@@ -601,9 +604,9 @@ class ToTMethod:
                 raise AssertionError(f"hooks returned {len(got)} updates for {len(learn)} traces")
             for i, upd in zip(learn, got):
                 updates[i] = dict(upd)
-        if self.config.value_cache == "run":
+        if self.config.value_cache == "run":  # filled by the test split only: it starts empty there
             for run, upd in zip(runs, updates):
-                if run.new_cache:
+                if run.new_cache and run.episode.phase == "test":
                     upd[VC_KEYS] = np.array([k for k, _ in run.new_cache], np.int64)
                     upd[VC_VALUES] = np.array([v for _, v in run.new_cache], np.float64)
         wall = (time.perf_counter() - t0) / len(runs)
