@@ -156,6 +156,9 @@ def resolve(config: Mapping[str, Any], options: RunOptions) -> dict[str, Any]:
         "tensor_parallel_size": settings["tensor_parallel_size"],
         "out": None if options.out is None else str(options.out),
         "checkpoint": own.get("checkpoint"),
+        **({"engine_kwargs": dict(llm.engine_kwargs)} if llm.engine_kwargs else {}),
+        **({"extra_body": dict(llm.extra_body)} if llm.extra_body else {}),
+        **({"metrics_url": llm.metrics_url} if llm.metrics_url else {}),
     }
 
 

@@ -80,6 +80,14 @@ class LLMConfig:
     structured: bool = True
     unconstrained: tuple[str, ...] = ()
     structured_format: Literal["response_format", "vllm", "llamacpp"] = "response_format"
+    # passed through: engine_kwargs to the in-process vllm.LLM(...) (EngineArgs: max_num_seqs, quantization,
+    # enable_prefix_caching, trust_remote_code, ...; checked against EngineArgs where vLLM is installed),
+    # extra_body merged into every OpenAI-compatible request (a server's own sampling fields, e.g. top_k)
+    engine_kwargs: dict[str, Any] = field(default_factory=dict)
+    extra_body: dict[str, Any] = field(default_factory=dict)
+    # an OpenAI-compatible server's usage.completion_tokens for n > 1: the sum over choices ("all", the
+    # OpenAI API) or one choice's count ("one": llama.cpp's server; the choices are then estimated)
+    usage_covers_choices: Literal["all", "one"] = "all"
     # a vLLM server's Prometheus endpoint read during each run (engine.llm.engine_metrics): "" = none,
     # "auto" = base_url's server root + /metrics (openai backend), or a URL; every metrics_interval_s seconds
     metrics_url: str = ""
@@ -88,6 +96,12 @@ class LLMConfig:
     def __post_init__(self):
         check_seeds([self.seed], "llm.seed")
         check(self.metrics_interval_s > 0, f"llm.metrics_interval_s must be > 0, got {self.metrics_interval_s}")
+        clash = sorted(set(self.engine_kwargs) & ENGINE_KEYS_SET_HERE)
+        check(not clash, f"llm.engine_kwargs sets {clash}, which [llm] sets itself: use llm.{clash[0] if clash else ''}")
+        clash = sorted(set(self.extra_body) & REQUEST_KEYS_SET_HERE)
+        check(not clash, f"llm.extra_body sets {clash}, which every request sets from the prompt itself")
+        if self.backend == "vllm" and self.engine_kwargs:
+            check_engine_kwargs(self.engine_kwargs)
         check(self.metrics_url in ("", "auto") or self.metrics_url.startswith(("http://", "https://")),
               f"llm.metrics_url must be '', 'auto' or an http(s) URL, got {self.metrics_url!r}")
         check(self.max_concurrency >= 1, f"llm.max_concurrency must be >= 1, got {self.max_concurrency}")
@@ -158,3 +172,28 @@ def metrics_endpoint(cfg: LLMConfig) -> str | None:
     root = cfg.base_url.rstrip("/")
     root = root[: -len("/v1")] if root.endswith("/v1") else root
     return root + "/metrics"
+
+
+# vllm.LLM arguments that [llm] keys set (llm.engine_kwargs may not set them a second time)
+ENGINE_KEYS_SET_HERE = frozenset({"model", "seed", "tensor_parallel_size", "gpu_memory_utilization", "dtype",
+                                  "max_model_len", "enforce_eager"})
+# OpenAI request fields the engine fills from each request (llm.extra_body may not replace them)
+REQUEST_KEYS_SET_HERE = frozenset({"model", "prompt", "messages", "n", "temperature", "top_p", "max_tokens",
+                                   "stop", "seed"})
+
+
+def check_engine_kwargs(kwargs: dict) -> None:
+    """Every key of ``llm.engine_kwargs`` must be a field of vLLM's ``EngineArgs`` (checked only where
+    vLLM is installed; elsewhere vLLM checks them when the engine is built)."""
+    import dataclasses
+    import importlib.util
+
+    if importlib.util.find_spec("vllm") is None:
+        return
+    try:
+        from vllm.engine.arg_utils import EngineArgs
+    except Exception:  # noqa: BLE001 - a vLLM that cannot be imported here: it is checked when built
+        return
+    known = {f.name for f in dataclasses.fields(EngineArgs)}
+    unknown = sorted(set(kwargs) - known)
+    check(not unknown, f"llm.engine_kwargs has key(s) {unknown} that vLLM's EngineArgs does not take")

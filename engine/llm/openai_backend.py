@@ -43,7 +43,7 @@ import urllib.request
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from http.client import HTTPException
-from typing import Any, Protocol, Sequence
+from typing import Any, Mapping, Protocol, Sequence
 
 from engine.errors import BackendError, InputError
 from engine.llm.base import Completion, Request, Response
@@ -148,6 +148,7 @@ class OpenAIBackend:
         name: str = "openai",
         usage_sums_choices: bool = True,
         structured_format: str = "response_format",
+        extra_body: Mapping[str, Any] | None = None,
     ):
         if api not in ("completions", "chat"):
             raise InputError(f"api must be 'completions' or 'chat', got {api!r}")
@@ -175,6 +176,7 @@ class OpenAIBackend:
         self.backoff_max_s = float(backoff_max_s)
         self.server_ignores_n = fan_out_n == "always"
         self.usage_sums_choices = bool(usage_sums_choices)
+        self.extra_body = dict(extra_body or {})  # merged into every request (llm.extra_body)
         self._pool: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
         self._jitter = random.Random(0x5EED)
@@ -194,6 +196,8 @@ class OpenAIBackend:
             backoff_s=cfg.backoff_s,
             backoff_max_s=cfg.backoff_max_s,
             structured_format=cfg.structured_format,
+            usage_sums_choices=cfg.usage_covers_choices == "all",
+            extra_body=cfg.extra_body,
         )
 
     @property
@@ -249,6 +253,7 @@ class OpenAIBackend:
     def _job(self, k: int, r: Request, n: int, sample: int | None) -> _Job:
         chat = r.messages is not None or self.api == "chat"
         payload: dict[str, Any] = {
+            **self.extra_body,
             "n": n,
             "temperature": r.temperature,
             "top_p": r.top_p,

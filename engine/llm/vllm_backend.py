@@ -68,6 +68,7 @@ class VLLMBackend:
             dtype=cfg.dtype,
             max_model_len=cfg.max_model_len,
             enforce_eager=cfg.enforce_eager,
+            **cfg.engine_kwargs,  # llm.engine_kwargs: the rest of vLLM's EngineArgs, as given
         )
 
     def _prompt(self, r: Request) -> str:

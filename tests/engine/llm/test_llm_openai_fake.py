@@ -192,3 +192,55 @@ def test_bad_arguments(kwargs, match):
 def test_non_request_rejected(fake):
     with pytest.raises(InputError, match=r"requests\[0\] must be a Request"):
         _backend(fake.url).generate(["prompt"])
+
+
+def test_extra_body_reaches_every_request_and_usage_of_one_choice_is_estimated(fake):
+    from engine.llm.config import LLMConfig
+
+    cfg = LLMConfig(backend="openai", base_url=fake.url, model="fake-model", extra_body={"top_k": 20, "min_p": 0.1},
+                    usage_covers_choices="one", retries=0)
+    b = OpenAIBackend.from_config(cfg)
+    out = b.generate([Request(prompt="p0", n=2, max_tokens=9), Request(prompt="p1", max_tokens=9)])
+    bodies = [body for _, body, _ in fake.seen]
+    assert all(body["top_k"] == 20 and body["min_p"] == 0.1 for body in bodies)
+    assert bodies[0]["n"] == 2 and bodies[0]["max_tokens"] == 9  # the request's own fields are the engine's
+    # the fake reports 5 tokens per choice summed (10 for n = 2); "one" means the server counted one choice,
+    # so each choice's count is estimated from its text instead of splitting 10
+    est = [c.completion_tokens for c in out[0].completions]
+    summed = OpenAIBackend.from_config(LLMConfig(backend="openai", base_url=fake.url, model="fake-model", retries=0))
+    split = [c.completion_tokens for c in summed.generate([Request(prompt="p0", n=2, max_tokens=9)])[0].completions]
+    assert sum(split) == 10 and est != split
+
+
+@pytest.mark.parametrize("table, match", [
+    ({"extra_body": {"temperature": 0}}, r"llm.extra_body sets \['temperature'\]"),
+    ({"engine_kwargs": {"dtype": "half"}}, r"llm.engine_kwargs sets \['dtype'\].*use llm.dtype"),
+    ({"usage_covers_choices": "some"}, "usage_covers_choices must be one of"),
+    ({"extra_body": [1]}, "llm.extra_body must be a table"),
+])
+def test_passed_through_settings_are_checked(table, match):
+    from engine.config import from_dict
+    from engine.errors import ConfigError
+    from engine.llm.config import LLMConfig
+
+    with pytest.raises(ConfigError, match=match):
+        from_dict(LLMConfig, {"backend": "openai", **table}, "llm")
+
+
+def test_engine_kwargs_reach_vllm_llm(monkeypatch):
+    """With vLLM absent here, a stand-in module records what vllm.LLM(...) is given."""
+    import sys
+    import types
+
+    from engine.llm import vllm_backend
+    from engine.llm.config import LLMConfig
+
+    seen = {}
+    fake_vllm = types.SimpleNamespace(LLM=lambda **kw: seen.update(kw) or object())
+    monkeypatch.setattr(vllm_backend, "require", lambda module, extra: fake_vllm)
+    monkeypatch.setitem(sys.modules, "vllm", None)  # EngineArgs check skipped: no vLLM to ask
+    cfg = LLMConfig(backend="vllm", model="/models/m", engine_kwargs={"max_num_seqs": 64, "enable_prefix_caching": True,
+                                                                     "quantization": "awq"})
+    vllm_backend.VLLMBackend.from_config(cfg)
+    assert seen["max_num_seqs"] == 64 and seen["enable_prefix_caching"] is True and seen["quantization"] == "awq"
+    assert seen["model"] == "/models/m" and seen["dtype"] == "auto"
