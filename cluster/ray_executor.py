@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import socket
 import time
 from typing import Any
 
@@ -75,6 +76,27 @@ def union_s(spans) -> float:
 
 
 REPLICA_AUTO_BYTES = 64 * 2**20  # replicas="auto": the largest experience (snapshot bytes) copied into every worker
+
+
+def probe_head(address: str | None, timeout_s: float) -> None:
+    """Fail at once when nothing accepts a TCP connection at a head address ``[ray://]host:port``.
+
+    Ray's own ``ray.init(address=...)`` retries an address where no head runs for minutes before it
+    gives up; a connection attempt answers in ``timeout_s`` at most. Other addresses (``auto``, none)
+    are left to Ray.
+    """
+    if not address or address in ("auto", "local"):
+        return
+    host, sep, port = address.split("://", 1)[-1].rpartition(":")
+    if not sep or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host or "127.0.0.1", int(port)), timeout=timeout_s).close()
+    except OSError as exc:
+        raise BackendError(
+            f"no Ray head answers at {address} ({exc.strerror or exc}, within {timeout_s:g} s, "
+            f"[cluster] connect_timeout_s): start one there (`ray start --head --port {port}`), fix --address, "
+            f"or leave --address out to start a local Ray cluster") from None
 
 
 class RayExecutor(RoundLoop):
@@ -118,7 +140,7 @@ class RayExecutor(RoundLoop):
                  max_restarts: int = 2, max_attempts: int = 3, init_kwargs: dict | None = None,
                  checkpoint_every: int = 1, startup_timeout_s: float = 900.0, tensor_parallel_size: int = 1,
                  stats_path=None, pipeline_rounds: int = 0, streams_per_worker: int = 1, shares_per_worker: int = 1,
-                 replicas: str = "auto", engine_probe=None):
+                 replicas: str = "auto", engine_probe=None, connect_timeout_s: float = 5.0):
         super().__init__(checkpoint_every, stats_path, pipeline_rounds, engine_probe)
         if replicas not in REPLICA_MODES:
             raise ConfigError(f"replicas must be one of {', '.join(map(repr, REPLICA_MODES))}, got {replicas!r}")
@@ -147,6 +169,7 @@ class RayExecutor(RoundLoop):
         self.max_attempts = max_attempts
         self.init_kwargs = dict(init_kwargs or {})
         self.startup_timeout_s = startup_timeout_s
+        self.connect_timeout_s = float(connect_timeout_s)
         self.tensor_parallel_size = tensor_parallel_size
         self._groups: list = []  # one placement group per worker when tensor_parallel_size > 1
         self._owns_ray = False
@@ -161,6 +184,7 @@ class RayExecutor(RoundLoop):
         if ray.is_initialized():
             return
         kwargs = {"include_dashboard": False, "log_to_driver": True, **self.init_kwargs}
+        probe_head(self.address, self.connect_timeout_s)  # nothing listening: fail now, not after Ray's retries
         enable_driver_token_auth(self.address)  # an existing cluster with token auth: send the token we hold
         try:
             ray.init(address=self.address, **kwargs)

@@ -23,6 +23,7 @@ Example::
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import math
 import tomllib
 import types
@@ -201,6 +202,8 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:
             raise ConfigError(f"{where} must be finite, got {value!r}")
         return float(value)
     if tp is str:
+        if isinstance(value, (datetime.date, datetime.time)):  # a TOML date or time (`end = 2025-03-26`)
+            return value.isoformat()
         if not isinstance(value, str):
             raise ConfigError(f"{where} must be a string, got {value!r}")
         return value

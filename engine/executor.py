@@ -608,6 +608,7 @@ class ClusterConfig:
     max_attempts: int = 3
     checkpoint_every: int = 1
     startup_timeout_s: float = 900.0
+    connect_timeout_s: float = 5.0  # Ray: how long --address may take to accept a TCP connection before the run fails
     pipeline_rounds: int = 0  # rounds in flight beyond the one collected (RoundLoop); changes results
     streams_per_worker: int = 1  # concurrent streams a worker cuts its share into (run_streams); same results
     shares_per_worker: int = 1  # shares a Ray worker runs at once (pull-based balance); same results
@@ -622,6 +623,7 @@ class ClusterConfig:
         check(self.max_restarts >= 0, f"cluster.max_restarts must be >= 0, got {self.max_restarts}")
         check(self.pipeline_rounds >= 0, f"cluster.pipeline_rounds must be >= 0, got {self.pipeline_rounds}")
         check(self.startup_timeout_s > 0, f"cluster.startup_timeout_s must be > 0, got {self.startup_timeout_s}")
+        check(self.connect_timeout_s > 0, f"cluster.connect_timeout_s must be > 0, got {self.connect_timeout_s}")
         check(self.replicas in REPLICA_MODES, f"cluster.replicas must be one of {', '.join(map(repr, REPLICA_MODES))}, "
                                               f"got {self.replicas!r}")
 
@@ -748,6 +750,7 @@ def local_executor(workers: int = 1, address: str | None = None, *, checkpoint_e
                    stats_path=None, pipeline_rounds: int = 0, **cluster_settings) -> LocalExecutor:
     """The ``local`` executor's factory: one worker in this process; ``[cluster]`` placement keys are ignored."""
     streams = cluster_settings.pop("streams_per_worker", 1)
+    cluster_settings.pop("connect_timeout_s", None)
     probe = cluster_settings.pop("engine_probe", None)
     if workers != 1:
         raise ConfigError(f"the local executor runs one worker; got --workers {workers} (use --executor ray)")
