@@ -2,8 +2,12 @@
 
 ``episodes.parquet`` (one row per episode record), ``summary.json``
 (``{"meta": {...}, "methods": [one record per table row]}``), ``table.md`` and
-``config.toml`` (the config as resolved: ``--set`` overrides applied). Every
-file is written atomically (temporary file, fsync, rename, fsync the folder),
+``config.toml`` (the config as resolved: ``--set`` overrides applied).
+``summary.json``'s ``meta.provenance`` (also the Parquet schema metadata of
+``episodes.parquet``, key ``toe.provenance``) says what made the run: the command
+line, the git commit (and whether the tree had uncommitted changes), the versions
+of the engine and the libraries results depend on, the machine, the start and end
+times (UTC). Every file is written atomically (temporary file, fsync, rename, fsync the folder),
 so a crash mid-write leaves the earlier file or none, never half of one.
 """
 
@@ -38,13 +42,58 @@ def answered_by(records: Sequence[Mapping[str, Any]], config: Mapping[str, Any])
     return backend, model
 
 
-def write_episodes(records: Sequence[Mapping[str, Any]], path: str | Path) -> None:
-    """Every episode record as one Parquet table (columns = the union of the records' keys)."""
+PROVENANCE_PACKAGES = ("toe-engine", "numpy", "numba", "pyarrow", "ray", "vllm", "mem0ai", "hnswlib", "xllamacpp")
+
+
+def provenance(started_at: str, command: Sequence[str] | None = None) -> dict[str, Any]:
+    """What made a run: command line, git commit (``dirty``: uncommitted changes), package versions
+    (None: not installed), machine, start and end time (UTC, ISO 8601)."""
+    import datetime
+    import importlib.metadata
+    import os
+    import platform
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    git: dict[str, Any] | None = None
+    try:
+        head = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
+        if head.returncode == 0:
+            status = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                                    capture_output=True, text=True, timeout=10)
+            git = {"commit": head.stdout.strip(), "dirty": bool(status.stdout.strip())}
+    except (OSError, subprocess.SubprocessError):
+        git = None
+    versions = {}
+    for name in PROVENANCE_PACKAGES:
+        try:
+            versions[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            versions[name] = None
+    return {
+        "command": list(sys.argv if command is None else command),
+        "git": git,
+        "versions": versions,
+        "python": platform.python_version(),
+        "machine": f"{platform.system()} {platform.machine()}, {os.cpu_count()} CPUs",
+        "started_at": started_at,
+        "ended_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+def write_episodes(records: Sequence[Mapping[str, Any]], path: str | Path,
+                   provenance: Mapping[str, Any] | None = None) -> None:
+    """Every episode record as one Parquet table (columns = the union of the records' keys); ``provenance``
+    goes into the schema metadata (key ``toe.provenance``, JSON)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     keys = list(dict.fromkeys(k for r in records for k in r))
     table = pa.table({k: [_plain(r.get(k)) for r in records] for k in keys})
+    if provenance is not None:
+        table = table.replace_schema_metadata({**(table.schema.metadata or {}),
+                                               b"toe.provenance": json.dumps(provenance).encode()})
     with atomic_io.atomic_writer(path, "wb") as fh:
         pq.write_table(table, fh)
 
@@ -69,8 +118,8 @@ def unmark_finished(out: Path) -> None:
 
 
 def write_run(out: Path, *, task: str, config: Mapping[str, Any], options, summary, records, tables: str,
-              backend: str, model: str, wall: Mapping[str, float], errors: Sequence[str] = ()
-              ) -> list[tuple[str, BaseException]]:
+              backend: str, model: str, wall: Mapping[str, float], errors: Sequence[str] = (),
+              started_at: str = "") -> list[tuple[str, BaseException]]:
     """The whole run folder; ``meta`` gets what answered and the executor beside the task's own fields.
 
     Each artefact is written on its own: one that fails (a full disk, a value Arrow cannot hold) is
@@ -81,7 +130,8 @@ def write_run(out: Path, *, task: str, config: Mapping[str, Any], options, summa
     simulated = backend == "simulated" or backend.startswith("simulated+")
     meta = {"task": task, "title": config.get("title", ""), "backend": backend, "model": model,
             "simulated": simulated, "executor": getattr(options, "executor", "local"),
-            "workers": getattr(options, "workers", 1), "wall_s": dict(wall), **summary.meta}
+            "workers": getattr(options, "workers", 1), "wall_s": dict(wall), **summary.meta,
+            "provenance": provenance(started_at)}
     rows = []
     for row in summary.rows:
         row = dict(row)
@@ -93,7 +143,7 @@ def write_run(out: Path, *, task: str, config: Mapping[str, Any], options, summa
     # comes back last, so a failure in between leaves a folder that claims nothing, never a mix
     unmark_finished(out)
     failed: list[tuple[str, BaseException]] = []
-    steps = [("episodes.parquet", lambda: write_episodes(records, out / "episodes.parquet")),
+    steps = [("episodes.parquet", lambda: write_episodes(records, out / "episodes.parquet", meta["provenance"])),
              ("config.toml", lambda: write_config(config, out / "config.toml"))]
     if tables:
         steps.insert(1, ("table.md", lambda: atomic_io.write_text(out / "table.md",

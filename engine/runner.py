@@ -25,6 +25,7 @@ summary record ``simulated``.
 
 from __future__ import annotations
 
+import datetime
 import sys
 import time
 from dataclasses import dataclass, field
@@ -136,6 +137,7 @@ def run_task(task: Task, config: Mapping[str, Any], options) -> int:
     out = Path(options.out or Path("runs") / Path(options.config_path).stem)
     out.mkdir(parents=True, exist_ok=True)
     unmark_finished(out)  # from here the folder claims no finished run until this one's summary.json
+    started_at = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     specs = task.runs(exp)
     for spec in specs:  # pre-flight: a bad method table or a missing extra fails before any run starts
         task.make_method(exp, spec)
@@ -180,7 +182,7 @@ def run_task(task: Task, config: Mapping[str, Any], options) -> int:
         tables, pngs = "", []
     failed += write_run(out, task=task.name, config=config, options=options, summary=summary, records=records,
                         tables=tables, backend=backend, model=model, wall=wall,
-                        errors=[f"{what}: {type(exc).__name__}: {exc}" for what, exc in failed])
+                        errors=[f"{what}: {type(exc).__name__}: {exc}" for what, exc in failed], started_at=started_at)
     if failed:
         what, exc = failed[0]
         raise PersistenceError(

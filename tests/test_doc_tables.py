@@ -160,9 +160,10 @@ def test_every_rendered_table_names_simulated_rows():
 
 
 def _timeless(x):
-    """A summary without its timings (wall, latency: every key ending in _s)."""
+    """A summary without its timings (wall, latency: every key ending in _s) and its provenance (command,
+    commit, versions, machine, times: what made the run, not what it found)."""
     if isinstance(x, dict):
-        return {k: _timeless(v) for k, v in x.items() if not k.endswith(("_s", "_s_std"))}
+        return {k: _timeless(v) for k, v in x.items() if not k.endswith(("_s", "_s_std")) and k != "provenance"}
     if isinstance(x, list):
         return [_timeless(v) for v in x]
     return x

@@ -188,3 +188,17 @@ def test_what_answered_is_read_from_the_records():
     assert answered_by([{"backend": "local", "model": "m"}, {"backend": "simulated", "model": "s"}],
                        replay) == ("local+simulated", "m+s")
     assert answered_by([], replay)[0] == "local"  # nothing recorded: the trace's recording backend
+
+
+def test_summary_and_episodes_say_what_made_the_run(tmp_path):
+    from engine import __version__
+
+    run_task(ToyTask(), CONFIG, options(tmp_path))
+    out = tmp_path / "run"
+    prov = json.loads((out / "summary.json").read_text())["meta"]["provenance"]
+    assert prov["versions"]["toe-engine"] == __version__ and prov["versions"]["numpy"] == np.__version__
+    assert prov["git"] is None or (len(prov["git"]["commit"]) == 40 and isinstance(prov["git"]["dirty"], bool))
+    assert prov["started_at"] <= prov["ended_at"] and prov["started_at"].endswith("+00:00")
+    assert isinstance(prov["command"], list) and prov["python"] and "CPUs" in prov["machine"]
+    meta = pq.read_schema(out / "episodes.parquet").metadata
+    assert json.loads(meta[b"toe.provenance"]) == prov
