@@ -136,11 +136,11 @@ def run_task(task: Task, config: Mapping[str, Any], options) -> int:
     exp = task.parse(config, options)
     out = Path(options.out or Path("runs") / Path(options.config_path).stem)
     out.mkdir(parents=True, exist_ok=True)
-    unmark_finished(out)  # from here the folder claims no finished run until this one's summary.json
     started_at = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     specs = task.runs(exp)
     for spec in specs:  # pre-flight: a bad method table or a missing extra fails before any run starts
         task.make_method(exp, spec)
+    unmark_finished(out)  # from here the folder claims no finished run until this one's summary.json
     records: list[dict[str, Any]] = []
     extras: dict[str, dict[str, Any]] = {}
     wall: dict[str, float] = {}
