@@ -50,7 +50,8 @@ def _folder(out: Path) -> tuple[list[dict], dict]:
     records = [{k: ("nan" if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()
                 if k != "llm_latency_s"} for r in pq.read_table(out / "episodes.parquet").to_pylist()]
     summary = json.loads((out / "summary.json").read_text())
-    meta = {k: v for k, v in summary["meta"].items() if k not in ("wall_s", "executor", "workers", "usage")}
+    meta = {k: v for k, v in summary["meta"].items()
+            if k not in ("wall_s", "executor", "workers", "usage", "provenance")}  # how it ran, not what it found
     return records, {"methods": summary["methods"], "meta": meta}
 
 
