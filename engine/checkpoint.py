@@ -8,7 +8,7 @@ Layout of a checkpoint folder (one per ``executor.run``)::
                              file of the checkpoint and of every results file it lists
         applied.npy          i8[episodes_done] ids of the applied episodes, in order
         state/               Method.save_state (or state-0/, state-1/ ... one per store shard)
-    results/round-000007.pkl the EpisodeResults of the rounds since the previous checkpoint
+    results/round-000007.data the EpisodeResults of the rounds since the previous checkpoint
                              (rounds are numbered from 1; the manifest lists the files to read)
 
 A round commits in this order (every step through :mod:`engine.atomic_io`): its
@@ -19,17 +19,18 @@ ids, every file and folder fsynced), renamed to ``ckpt-000007``, then the
 folder). A driver killed at any point leaves ``LATEST`` naming a complete
 checkpoint; anything newer is ignored and overwritten on resume.
 
-On resume every file the manifest lists is checked against its size and sha256 before it is read
-(a results file before it is unpickled): a flipped byte or a replaced file is refused by name.
-Round results and method states are still pickles, so resume only checkpoints you wrote; a
-checkpoint of the earlier format (no checksums) is refused with the way to restart.
+On resume every file the manifest lists is checked against its size and sha256 before it is read:
+a flipped byte or a replaced file is refused by name. Every file is data, never code: round
+results and a method state without its own hooks are written by :mod:`engine.codec` (typed
+JSON plus array buffers, read without running anything), the methods' own states are Arrow,
+NumPy (``allow_pickle=False``), JSON or that codec. A checkpoint of an earlier format (1: no
+checksums; 2: pickled results) is refused with the way to restart.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import pickle
 import re
 import shutil
 from dataclasses import dataclass
@@ -38,12 +39,12 @@ from typing import Sequence
 
 import numpy as np
 
-from engine import atomic_io
+from engine import atomic_io, codec
 from engine.errors import PersistenceError
 from engine.rounds import Episode, EpisodeResult
 
-FORMAT = 2  # 2: checksums of every file (1: none; refused)
-_METHOD_PICKLE = "method_state.pkl"
+FORMAT = 3  # 3: data files only; 2: pickled results, 1: no checksums (both refused)
+_METHOD_STATE = "method_state.data"
 
 
 def fingerprint(method_name: str, episodes: Sequence[Episode], round_size: int | Sequence[int], shards: int = 1,
@@ -64,13 +65,16 @@ def fingerprint(method_name: str, episodes: Sequence[Episode], round_size: int |
 
 
 def save_method_state(method, directory: Path) -> None:
-    """``method.save_state(directory)`` if it has one, else pickle its ``__dict__``."""
+    """``method.save_state(directory)`` if it has one, else its ``__dict__`` as a data file (:mod:`engine.codec`)."""
     directory.mkdir(parents=True, exist_ok=True)
     if hasattr(method, "save_state"):
         method.save_state(directory)
     else:
-        with open(directory / _METHOD_PICKLE, "wb") as fh:
-            pickle.dump(vars(method), fh, protocol=pickle.HIGHEST_PROTOCOL)
+        try:
+            codec.write(directory / _METHOD_STATE, vars(method))
+        except TypeError as exc:
+            raise PersistenceError(f"{type(method).__name__} cannot be checkpointed: {exc} (or give the method "
+                                   f"save_state/load_state)") from None
 
 
 def load_method_state(method, directory: Path) -> None:
@@ -80,14 +84,16 @@ def load_method_state(method, directory: Path) -> None:
     if hasattr(method, "load_state"):
         method.load_state(directory)
         return
-    path = directory / _METHOD_PICKLE
+    path = directory / _METHOD_STATE
     if not path.is_file():
         raise PersistenceError(
-            f"checkpoint state {str(directory)!r} has no {_METHOD_PICKLE}; it was written by a method "
+            f"checkpoint state {str(directory)!r} has no {_METHOD_STATE}; it was written by a method "
             f"with save_state(), but {type(method).__name__} has no load_state()"
         )
-    with open(path, "rb") as fh:
-        vars(method).update(pickle.load(fh))
+    state = codec.read(path, live=vars(method))  # embedders and other context come from the live method
+    if not isinstance(state, dict):
+        raise PersistenceError(f"checkpoint state {str(path)!r} holds a {type(state).__name__}, not a method's state")
+    vars(method).update(state)
 
 
 @dataclass(frozen=True)
@@ -136,7 +142,8 @@ class RoundCheckpoints:
         if manifest.get("format") != FORMAT:
             raise PersistenceError(
                 f"checkpoint {str(path)!r} has format {manifest.get('format')!r}, expected {FORMAT} (format 1 "
-                f"holds no checksums); delete {str(self.root)!r} or run with `--out NEW_FOLDER` to start over"
+                f"holds no checksums, format 2 pickles, which are not read); delete {str(self.root)!r} or run "
+                f"with `--out NEW_FOLDER` to start over"
             )
         if manifest.get("fingerprint") != self.fingerprint:
             raise PersistenceError(
@@ -164,14 +171,9 @@ class RoundCheckpoints:
         """The results of rounds 1..cursor.rounds_done, in episode order."""
         out: list[EpisodeResult] = []
         atomic_io.verify_digests(self.root / "results", {n: self.result_digests[n] for n in cursor.result_files},
-                                 "checkpoint results file")  # before any byte of them is unpickled
+                                 "checkpoint results file")  # before any byte of them is decoded
         for name in cursor.result_files:
-            path = self.root / "results" / name
-            try:
-                with open(path, "rb") as fh:
-                    out.extend(pickle.load(fh))
-            except (OSError, pickle.UnpicklingError, EOFError) as exc:
-                raise PersistenceError(f"checkpoint results file {str(path)!r} is unreadable: {exc}") from exc
+            out.extend(_results_from(codec.read(self.root / "results" / name), self.root / "results" / name))
         ids = np.array([r.episode_id for r in out], dtype=np.int64)
         if not np.array_equal(ids, cursor.applied):
             raise PersistenceError(
@@ -205,9 +207,11 @@ class RoundCheckpoints:
         """
         results_dir = self.root / "results"
         results_dir.mkdir(exist_ok=True)
-        name = f"round-{rounds_done:06d}.pkl"
-        blob = pickle.dumps(list(round_results), protocol=pickle.HIGHEST_PROTOCOL)
-        atomic_io.write_bytes(results_dir / name, blob)
+        name = f"round-{rounds_done:06d}.data"
+        try:
+            blob = codec.write(results_dir / name, [(r.episode_id, r.record, r.updates) for r in round_results])
+        except TypeError as exc:
+            raise PersistenceError(f"round {rounds_done}'s results cannot be checkpointed: {exc}") from None
         files = self.result_files + [name]
         digests = {**{n: self.result_digests[n] for n in self.result_files},
                    name: {"sha256": hashlib.sha256(blob).hexdigest(), "bytes": len(blob)}}
@@ -229,3 +233,13 @@ class RoundCheckpoints:
             if old != final:
                 shutil.rmtree(old, ignore_errors=True)
         return final
+
+
+def _results_from(rows, path: Path) -> list[EpisodeResult]:
+    """The EpisodeResults a results file holds (``[(episode_id, record, updates), ...]``), checked."""
+    ok = isinstance(rows, list) and all(
+        isinstance(r, tuple) and len(r) == 3 and type(r[0]) is int and isinstance(r[1], dict)
+        and isinstance(r[2], dict) and all(isinstance(v, np.ndarray) for v in r[2].values()) for r in rows)
+    if not ok:
+        raise PersistenceError(f"checkpoint results file {str(path)!r} does not hold (episode id, record, updates) rows")
+    return [EpisodeResult(i, rec, upd) for i, rec, upd in rows]

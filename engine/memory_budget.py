@@ -29,6 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence, TypeVar
 
+from engine import codec
 from engine.config import check, from_dict
 from engine.llm.tokens import count_prompt_tokens
 
@@ -38,6 +39,7 @@ DEFAULT_TOP_K = 3
 DEFAULT_MAX_EXPERIENCE_TOKENS = 2048
 
 
+@codec.data
 @dataclass(frozen=True)
 class MemoryBudget:
     """``[memory]``: retrieved items per prompt and the experience block's token cap, shared by every method."""

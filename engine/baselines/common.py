@@ -43,6 +43,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
+from engine import codec
 from engine.errors import InputError
 from engine.llm.base import answers_any_prompt
 from engine.llm.structured import first_json_value
@@ -50,6 +51,7 @@ from engine.llm.structured import first_json_value
 EXTRACTION_MODES = ("auto", "llm", "rule")
 
 
+@codec.data
 @dataclass(frozen=True)
 class Attempt:
     """One attempt at a task: what the agent did, as text, and whether it succeeded."""
@@ -58,6 +60,7 @@ class Attempt:
     success: bool
 
 
+@codec.data
 @dataclass(frozen=True)
 class Outcome:
     """A finished episode as a memory sees it (task-agnostic).
@@ -95,6 +98,7 @@ class Outcome:
         return [a for a in self.attempts if not a.success]
 
 
+@codec.data
 @dataclass(frozen=True)
 class Hit:
     """One retrieved memory: its id, the text it contributes, its ranking score and extras."""

@@ -72,6 +72,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from engine import codec
 from engine.baselines.common import (
     Hit,
     Outcome,
@@ -108,6 +109,7 @@ SESSION_LIMIT = 10  # Memory._add_to_vector_store: db.get_last_messages(session_
 VECTOR_STORES = ("faiss", "qdrant")
 
 
+@codec.data
 @dataclass(frozen=True)
 class Mem0Config:
     """Mem0 parameters: search ``top_k``/``threshold`` (library default 0.1) and the library's LLM settings."""
@@ -402,6 +404,7 @@ def valid_extraction(text: str) -> bool:
     return isinstance(data, dict) and isinstance(data.get("memory"), list)
 
 
+@codec.data(context=("embedder",))
 class Mem0Memory:
     """Experience stored and searched by the real mem0 library; see the module docstring."""
 

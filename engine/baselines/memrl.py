@@ -46,6 +46,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from engine import codec
 from engine.baselines.common import (
     Hit,
     Outcome,
@@ -79,6 +80,7 @@ MEM_COLUMNS = {
 KINDS = ("procedure", "adjustment")
 
 
+@codec.data
 @dataclass(frozen=True)
 class MemRLConfig:
     """MemRL parameters; defaults are MemTensor/MemRL@7c3beba ``configs/rl_hle_config.yaml`` (HLE runner)."""
@@ -195,6 +197,7 @@ def rule_reflection(task: str, trajectory: str) -> str:
             "3. What to avoid next time: repeating this sequence of steps on the same numbers.")
 
 
+@codec.data(context=("embedder",))
 class MemRLMemory:
     """MemRL memory: query keys and the memories filed under them; see the module docstring."""
 

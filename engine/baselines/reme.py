@@ -41,6 +41,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from engine import codec
 from engine.baselines.common import (
     Attempt,
     Hit,
@@ -67,6 +68,7 @@ RETRIEVALS = ("llm", "recall", "dense")
 _JSON_BLOCK = re.compile(r"```json\s*([\s\S]*?)\s*```")
 
 
+@codec.data
 @dataclass(frozen=True)
 class ReMeConfig:
     """ReMe task-memory parameters; defaults from modelscope/ReMe@4dd90e4 (see docs/baselines.md)."""
@@ -248,6 +250,7 @@ def rerank_candidates(pairs: Sequence[tuple[str, str]]) -> str:
     return "\n---\n".join(f"Candidate {i}:\nCondition: {w}\nExperience: {c}\n" for i, (w, c) in enumerate(pairs))
 
 
+@codec.data(context=("embedder",))
 class ReMeMemory:
     """ReMe task memory: rows (when_to_use, content, kind, score, freq, utility); see the module docstring."""
 

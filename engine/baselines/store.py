@@ -16,12 +16,14 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from engine import codec
 from engine.baselines.common import str_array
 from engine.errors import InputError, StoreError
 
 TEXT = "text"
 
 
+@codec.data
 class MemoryTable:
     """Rows of one memory: ``id i8``, ``embedding f4[dim]`` and the declared columns."""
 

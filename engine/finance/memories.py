@@ -22,9 +22,11 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from engine import codec
 from engine.baselines.common import parse_json, str_array, texts_of
 
 
+@codec.data(context=("embedder",))
 class ArrayMem0Memory:
     name = "mem0"
 

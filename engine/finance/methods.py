@@ -21,13 +21,13 @@ horizon's return is known and learns from ``r = a_t * o_{t+h}`` (:func:`feedback
 
 from __future__ import annotations
 
-import pickle
 from collections import defaultdict
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 
+from engine import codec
 from engine.finance import prompts as P
 from engine.finance.config import MemoryConfig, ProtocolConfig, SamplingConfig
 from engine.finance.data import Market
@@ -173,13 +173,11 @@ class FinanceMethod:
         return {}
 
     def save_state(self, directory: Path) -> None:
-        with open(Path(directory) / "finance_state.pkl", "wb") as fh:
-            pickle.dump(self._state(), fh, protocol=pickle.HIGHEST_PROTOCOL)
+        codec.write(Path(directory) / "finance_state.data", self._state())
 
     def load_state(self, directory: Path) -> None:
-        with open(Path(directory) / "finance_state.pkl", "rb") as fh:
-            for k, v in pickle.load(fh).items():
-                setattr(self, k, v)
+        for k, v in codec.read(Path(directory) / "finance_state.data", live=self._state()).items():
+            setattr(self, k, v)
 
     # --- shared stages ------------------------------------------------------------------------
     def _record(self, episode: Episode, s: np.ndarray, stats: dict, llm) -> dict:

@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from engine import codec
 from engine import atomic_io
 from engine.errors import PersistenceError
 
@@ -35,6 +36,7 @@ class TornLibraryError(PersistenceError):
     """The library's last line is incomplete (a crash mid-append); repair cuts it explicitly."""
 
 
+@codec.data
 @dataclass(frozen=True)
 class Experience:
     """One interaction record: the seed's ``Experience`` fields (step 1) plus ``key`` and ``step``.
@@ -121,6 +123,7 @@ def read_library(path: str | Path, repair: bool = False) -> tuple[list[Experienc
     return records, 0
 
 
+@codec.data
 class ExperienceLibrary:
     """The seed's ``ExperienceLibrary``: ``experiences`` in memory, mirrored by an append-only JSONL file."""
 

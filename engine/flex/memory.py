@@ -48,6 +48,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from engine import codec
 from engine.baselines import prompts as baseline_prompts
 from engine.baselines.common import Hit, Outcome, cosine_scores, derive_seed, first_text, observe_with, one_line, \
     str_array, texts_of
@@ -63,6 +64,7 @@ COLUMNS = {"problem": TEXT, "solution": TEXT, "ground_truth": TEXT, "correct": "
 DEFAULT_DOMAIN = "general"  # the seed's DeployedAgent(domain='general')
 
 
+@codec.data
 @dataclass(frozen=True)
 class FlexConfig:
     """``[flex]``: see the module docstring for each key's source."""
@@ -166,6 +168,7 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
+@codec.data(context=("embedder",))
 class FlexMemory:
     """FLEX experience library (see the module docstring); ``library`` set: persisted and reloaded."""
 

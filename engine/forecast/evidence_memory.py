@@ -14,6 +14,7 @@ from typing import Sequence
 
 import numpy as np
 
+from engine import codec
 from engine.baselines.common import Hit, derive_seed, resolve_extraction, str_array
 from engine.config import check
 from engine.errors import BackendError, ConfigError
@@ -42,6 +43,7 @@ DOC_KINDS = {"hipporag": ("hipporag", "HippoRAGConfig", "HippoRAGMemory"),
              "langmem_reimpl": ("langmem", "LangMemConfig", "LangMemMemory")}
 
 
+@codec.data
 @dataclass(frozen=True)
 class MemoryBaselinesConfig:
     """``[memory_baselines]``: how the memory baselines process evidence (modes mem0, memrl, reme, flex)."""

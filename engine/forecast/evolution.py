@@ -44,6 +44,7 @@ from typing import Sequence
 
 import numpy as np
 
+from engine import codec
 from engine.config import check
 from engine.errors import InputError
 from engine.forecast import prompts
@@ -57,6 +58,7 @@ from engine.llm.structured import FORECAST_CRITIC, FORECAST_EDITOR
 
 # --------------------------------------------------------------------------- Experience Bank
 
+@codec.data
 @dataclass(frozen=True)
 class ExperienceBank:
     """Ordered ``(experience_id, text)`` entries; identified by the hash of its content (B.6)."""
@@ -136,6 +138,7 @@ def zipf_probabilities(scores: Sequence[float], lower_is_better: bool = True) ->
     return w / w.sum()
 
 
+@codec.data
 @dataclass
 class GuideTree:
     """MemGuide nodes with provenance edges (eq. 6) and validation scores."""
@@ -196,6 +199,7 @@ class EvolutionConfig:
         check(self.items_per_example >= 1, f"evolution.items_per_example must be >= 1, got {self.items_per_example}")
 
 
+@codec.data
 @dataclass
 class ValidationRecord:
     bank_version: str

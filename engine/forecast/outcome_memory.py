@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Callable, Hashable, Sequence
 
+from engine import codec
 from engine.baselines.common import Attempt, Outcome
 from engine.errors import ConfigError
 from engine.forecast.agent import Episode
@@ -22,12 +23,14 @@ from engine.forecast.metrics import brier, uniform_probs
 EXPERIENCE_MODES = ("memrl", "reme", "flex")
 
 
+@codec.data
 @dataclass
 class _Pending:
     resolved_at: datetime  # close_time + resolution_delay_h
     outcome: Outcome
 
 
+@codec.data
 @dataclass
 class Release:
     """The outcomes one release applied (keys, in application order) and their observed memory updates."""
@@ -117,6 +120,7 @@ def leak_free_rounds(tasks: Sequence, delay_h: float) -> list[int]:
     return sizes
 
 
+@codec.data
 class ExperienceTrack:
     """One cross-question MemRL / ReMe / FLEX memory fed with outcomes only once they have resolved."""
 

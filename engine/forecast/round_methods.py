@@ -36,8 +36,8 @@ the admitted guide and tools) as its update; the barrier installs it. A round ho
 one episode, so the barrier's result does not depend on the executor or on which
 worker ran the iteration.
 
-Snapshots and updates are arrays: the experience as pickled bytes in a ``u1``
-array (``state``). Each record carries ``backend`` and ``model`` from
+Snapshots and updates are arrays: the experience as a :mod:`engine.codec` data file's
+bytes in a ``u1`` array (``state``). Each record carries ``backend`` and ``model`` from
 ``llm.answered_by`` and the LLM usage of its question (requests are attributed by
 ``Request.episode``).
 """
@@ -46,7 +46,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import pickle
 import shutil
 import tempfile
 from contextlib import contextmanager
@@ -56,6 +55,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from engine import codec
 from engine.forecast.agent import MEMORY_MODES
 from engine.forecast.evolution import Evolution, ExperienceBank, Runner
 from engine.forecast.memtools import ProceduralStore
@@ -69,12 +69,13 @@ USAGE_FIELDS = ("calls", "samples", "prompt_tokens", "completion_tokens", "laten
 
 
 def pack(obj) -> np.ndarray:
-    """Plain picklable data as a read-only-safe ``u1[n]`` array (what a snapshot or an update holds)."""
-    return np.frombuffer(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL), dtype=np.uint8)
+    """Plain data (:mod:`engine.codec`) as a read-only-safe ``u1[n]`` array (what a snapshot or an update holds)."""
+    return np.frombuffer(codec.dumps(obj), dtype=np.uint8)
 
 
-def unpack(arr: np.ndarray):
-    return pickle.loads(np.asarray(arr, dtype=np.uint8).tobytes())
+def unpack(arr: np.ndarray, live=None):
+    """What :func:`pack` packed; ``live``: the reader's own object of the same kind (its embedder is kept)."""
+    return codec.loads(np.ascontiguousarray(arr, dtype=np.uint8), "experience array", live)
 
 
 @dataclass
@@ -189,11 +190,11 @@ class _Experience:
     EXPERIENCE: tuple[str, ...] = ()
 
     def save_state(self, directory: Path) -> None:
-        (Path(directory) / "experience.pkl").write_bytes(
-            pickle.dumps({k: getattr(self, k) for k in self.EXPERIENCE}, protocol=pickle.HIGHEST_PROTOCOL))
+        codec.write(Path(directory) / "experience.data", {k: getattr(self, k) for k in self.EXPERIENCE})
 
     def load_state(self, directory: Path) -> None:
-        for k, v in pickle.loads((Path(directory) / "experience.pkl").read_bytes()).items():
+        live = {k: getattr(self, k) for k in self.EXPERIENCE}
+        for k, v in codec.read(Path(directory) / "experience.data", live=live).items():
             setattr(self, k, v)
 
 
@@ -266,7 +267,7 @@ class MemoryBaselineMethod(_Experience):
             mr = MemoryBaselineRunner(self.name, meter, ctx.search, ctx.agent, ctx.memory_baselines, ctx.embedder,
                                       ws / f"rollouts-{self.name}")
             if self.track is not None:
-                mr.track = unpack(snapshot["state"])  # the outcomes released before this round, none after
+                mr.track = unpack(snapshot["state"], live=mr.track)  # the outcomes released before this round, none after
                 release = self._release(mr.track, snapshot["state"], ctx.items[qids[0]].cutoff, llm, meter,
                                         bool(episodes[0].payload[2]) if len(episodes[0].payload) > 2 else True)
                 queued = len(mr.track.pending)

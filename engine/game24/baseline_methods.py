@@ -34,6 +34,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from engine import codec
 from engine.baselines.common import Attempt, Hit, Outcome
 from engine.flex.memory import FlexConfig, FlexMemory
 from engine.baselines.memrl import MemRLConfig, MemRLMemory
@@ -86,6 +87,7 @@ def with_budget(name: str, table: Mapping[str, Any], budget: MemoryBudget) -> di
     return {**table, key: budget.top_k}
 
 
+@codec.data
 @dataclass(frozen=True)
 class AdapterConfig:
     """How a memory is queried from ToT: per episode (the puzzle, default) or per step (the state)."""

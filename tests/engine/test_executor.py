@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from toy_harness import ToyLLMFactory, ToyMethod, toy_episodes, with_harness_path
+from engine import codec
 from engine.checkpoint import RoundCheckpoints, fingerprint
 from engine.errors import ConfigError, InputError, MissingExtraError, PersistenceError
 from engine.executor import (
@@ -388,20 +389,32 @@ def test_corrupted_checkpoint_is_refused(tmp_path):
         run_local(round_size=4, checkpoint_dir=tmp_path)
 
 
-def test_method_without_state_hooks_is_pickled(tmp_path):
+def test_method_without_state_hooks_is_written_as_data(tmp_path):
+    codec.data(ToyMethod)  # its attributes are arrays: the wrapper's whole state is data
     want = run_local(round_size=4)[:2]
     with pytest.raises(Crash):
         LocalExecutor().run(_NoHooks(ToyMethod()), EPISODES, ToyLLMFactory(), 4, crash_after(10),
                             checkpoint_dir=tmp_path)
     latest = json.loads((tmp_path / "LATEST").read_text())["dir"]
-    assert (tmp_path / latest / "state" / "method_state.pkl").is_file()
+    assert (tmp_path / latest / "state" / "method_state.data").read_bytes().startswith(codec.MAGIC)
     wrapper = _NoHooks(ToyMethod())
     got = LocalExecutor().run(wrapper, EPISODES, ToyLLMFactory(), 4, checkpoint_dir=tmp_path)
     assert_same_run((wrapper.inner, got), want)
 
 
+def test_method_whose_state_is_not_data_is_refused_at_the_first_checkpoint_naming_the_value(tmp_path):
+    class Opaque:
+        pass
+
+    method = _NoHooks(ToyMethod())
+    method.extra = Opaque()
+    with pytest.raises(PersistenceError, match=r"_NoHooks cannot be checkpointed: value\['extra'\]: .*Opaque"):
+        LocalExecutor().run(method, EPISODES, ToyLLMFactory(), 4, checkpoint_dir=tmp_path)
+
+
+@codec.data
 class _NoHooks:
-    """Wraps a method, exposing only the Method protocol (no save_state/load_state)."""
+    """Wraps a method, exposing only the Method protocol (no save_state/load_state); its state is data."""
 
     def __init__(self, inner):
         self.inner = inner
@@ -465,7 +478,9 @@ def _flip(path: Path, at: int = -1) -> None:
 
 def test_a_flipped_byte_or_a_crafted_file_in_any_checkpoint_file_is_refused_by_name(tmp_path):
     """Every file of a checkpoint is checked against the manifest's sha256 before it is read; a results
-    pickle replaced by one that would run code is refused before it is unpickled."""
+    file replaced by a pickle that would run code is refused (checksum, then format), never unpickled; and
+    one whose checksum is forged too is refused by the codec, which reads no pickle."""
+    import hashlib
     import pickle
 
     run_local(round_size=4, checkpoint_dir=tmp_path / "c")
@@ -473,7 +488,7 @@ def test_a_flipped_byte_or_a_crafted_file_in_any_checkpoint_file_is_refused_by_n
     shutil.copytree(tmp_path / "c", pristine)
     latest = json.loads((pristine / "LATEST").read_text())["dir"]
     files = [p for p in (pristine / latest).rglob("*") if p.is_file() and p.name != "manifest.json"]
-    files += sorted((pristine / "results").glob("*.pkl"))
+    files += sorted((pristine / "results").glob("*.data"))
     assert len(files) >= 3
     for f in files:
         case = tmp_path / f"case-{f.name}"
@@ -488,18 +503,28 @@ def test_a_flipped_byte_or_a_crafted_file_in_any_checkpoint_file_is_refused_by_n
 
     crafted = tmp_path / "crafted"
     shutil.copytree(pristine, crafted)
-    (crafted / "results" / files[-1].name).write_bytes(pickle.dumps([Boom()]))
+    evil = pickle.dumps([Boom()])
+    (crafted / "results" / files[-1].name).write_bytes(evil)
     with pytest.raises(PersistenceError, match=files[-1].name):
+        run_local(round_size=4, checkpoint_dir=crafted)
+    # the manifest forged to match: the codec refuses a file that is not its own format
+    mpath = crafted / latest / "manifest.json"
+    manifest = json.loads(mpath.read_text())
+    manifest["result_digests"][files[-1].name] = {"sha256": hashlib.sha256(evil).hexdigest(), "bytes": len(evil)}
+    mpath.write_text(json.dumps(manifest))
+    with pytest.raises(PersistenceError, match=re.escape(files[-1].name) + ".*pickles are not read"):
         run_local(round_size=4, checkpoint_dir=crafted)
     assert not (tmp_path / "pwned").exists()
 
 
-def test_a_checkpoint_of_the_format_without_checksums_is_refused_with_the_way_to_restart(tmp_path):
+@pytest.mark.parametrize("old", [1, 2])
+def test_a_checkpoint_of_an_earlier_format_is_refused_with_the_way_to_restart(tmp_path, old):
+    """Format 1 held no checksums, format 2 pickled results: both refused before any file is read."""
     run_local(round_size=4, checkpoint_dir=tmp_path)
     latest = json.loads((tmp_path / "LATEST").read_text())["dir"]
     manifest = tmp_path / latest / "manifest.json"
     m = json.loads(manifest.read_text())
-    m["format"] = 1
+    m["format"] = old
     manifest.write_text(json.dumps(m))
-    with pytest.raises(PersistenceError, match="format 1 .*no checksums.*--out NEW_FOLDER"):
+    with pytest.raises(PersistenceError, match=f"format {old}, expected 3 .*no checksums, format 2 pickles.*--out NEW_FOLDER"):
         run_local(round_size=4, checkpoint_dir=tmp_path)

@@ -97,14 +97,14 @@ def test_evolution_method_snapshot_is_the_whole_experience(pa_folder, tmp_path):
         assert res.record["backend"] == "simulated" and res.record["llm_calls"] > 0
         method.apply([res])
     assert [e["iteration"] for e in method.state["log"]] == [0]
-    before = pickle_state(method)
+    before = state_bytes(method)
     (res,) = method.run_episodes(method.snapshot(), [episodes[-1]], llm)
-    assert res.updates == {} and pickle_state(method) == before
+    assert res.updates == {} and state_bytes(method) == before
     with pytest.raises(AssertionError, match="one episode per round"):
         method.run_episodes(method.snapshot(), episodes[1:3], llm)
 
 
-def pickle_state(method) -> bytes:
+def state_bytes(method) -> bytes:
     return bytes(pack((method.files, method.state, method.category)))
 
 
