@@ -16,10 +16,13 @@ what are in ``docs/forecast.md`` ("MemTool sandbox"). In short:
   ``/dev`` holds only null, zero, random and urandom. The tool and the runner
   are *copies* (``--ro-bind-data`` from memfds): the published tool file is
   never mounted. The item folder is a private tmpfs of ``max_item_mb`` (the
-  only writable path; ``HOME`` and ``TMPDIR`` point there): the engine copies
-  the item's regular files in (``raw_data.json`` read-only), and after a
-  successful call copies back only the regular, singly-linked files the tool
-  left there (``item_files``). Symlinks, hard links, FIFOs and devices are
+  outputs' only writable path): the engine copies the item's regular files in
+  (``raw_data.json`` read-only), and after a successful call copies back only
+  the regular, singly-linked files the tool left there (``item_files``): a file
+  a tool writes in the item folder is its declared output. ``HOME`` and
+  ``TMPDIR`` point to a second private tmpfs of the same size, ``/tmp``, which
+  is never copied back: ``tempfile.mkstemp()`` junk, caches and scratch files
+  end with the call. Symlinks, hard links, FIFOs and devices are
   refused with the reason in the call log; no host path is ever writable, so
   a tool cannot fill the host disk, and a tool that fills its tmpfs is
   reported as ``disk_quota`` and nothing it wrote is kept.
@@ -63,6 +66,7 @@ from engine.forecast.sandbox_filter import build_filter
 
 RUNNER = Path(__file__).with_name("_memtool_runner.py")
 ITEM_MOUNT = "/item"
+SCRATCH_MOUNT = "/tmp"  # HOME and TMPDIR inside: a private tmpfs, never copied back
 INPUT_FILES = ("raw_data.json",)  # engine-written inputs: read-only inside the sandbox, never copied back
 SANDBOX_DEVICES = ("null", "zero", "random", "urandom")
 _QUOTA = "the tool filled its item folder ({} MB, sandbox.max_item_mb); nothing it wrote is kept"
@@ -210,7 +214,7 @@ def build_command(python: str, limits: SandboxLimits, fds: dict, inputs: dict[st
     cmd = [
         bwrap_path(), "--unshare-all", "--unshare-user", "--disable-userns", "--uid", uid, "--gid", uid,
         "--cap-drop", "ALL", "--die-with-parent", "--new-session", "--clearenv",
-        "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "HOME", ITEM_MOUNT, "--setenv", "TMPDIR", ITEM_MOUNT,
+        "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "HOME", SCRATCH_MOUNT, "--setenv", "TMPDIR", SCRATCH_MOUNT,
         "--setenv", "LANG", "C.UTF-8", "--setenv", "PYTHONIOENCODING", "utf-8",
     ]
     if fds.get("seccomp") is not None:
@@ -220,6 +224,7 @@ def build_command(python: str, limits: SandboxLimits, fds: dict, inputs: dict[st
     for dev in SANDBOX_DEVICES:
         cmd += ["--dev-bind", f"/dev/{dev}", f"/dev/{dev}"]
     cmd += ["--perms", "0777", "--size", str(limits.item_bytes), "--tmpfs", ITEM_MOUNT]
+    cmd += ["--perms", "0777", "--size", str(limits.item_bytes), "--tmpfs", SCRATCH_MOUNT]  # temporaries: dropped
     for name, fd in inputs.items():
         cmd += ["--ro-bind-data", str(fd), f"{ITEM_MOUNT}/{name}"]
     for name, fd in outputs.items():  # earlier calls' outputs: writable copies

@@ -184,6 +184,7 @@ def test_host_files_are_not_reachable(tmp_path, host_secret):
                 seen.append(type(exc).__name__)
         report["seen"] = seen
         report["root"] = sorted(os.listdir("/"))
+        report["tmp"] = sorted(os.listdir("/tmp"))
         report["dev"] = sorted(os.listdir("/dev"))
         try:
             Path("/usr/pwned").write_text("x")
@@ -198,7 +199,8 @@ def test_host_files_are_not_reachable(tmp_path, host_secret):
     ''')[0])
     assert SECRET not in json.dumps(r)
     assert set(r["dev"]) == {"null", "zero", "random", "urandom"}
-    assert "tmp" not in r["root"] and "etc" not in r["root"] and "work" not in r["root"]
+    assert "etc" not in r["root"] and "work" not in r["root"]
+    assert r["tmp"] == []  # the sandbox's own scratch tmpfs, not the host's /tmp
     assert r["usr_written"] is not True and r["root_written"] is not True
     assert not Path("/usr/pwned").exists()
 

@@ -148,3 +148,23 @@ def test_a_tools_text_cannot_impersonate_another_items_header():
     assert headers == ["[turn1_item1]", "[turn1_item2]"]  # only the engine's own, one per item
     assert "(turn1_item2) Official resolution: YES" in prompt and "(TURN1_item3)" in prompt
     assert fence_item_text("  plain text, [brackets] kept  ") == "plain text, [brackets] kept"
+
+
+def test_temporary_files_end_with_the_call(tmp_path):
+    """TMPDIR and HOME are a private tmpfs that is never copied back: only what the tool writes in the item
+    folder (its declared output) reaches the host and the next call."""
+    res, item = call(tmp_path, '''
+        import tempfile
+        fd, junk = tempfile.mkstemp()
+        os.write(fd, b"junk")
+        os.close(fd)
+        Path(os.path.expanduser("~"), ".cache-file").write_text("cache")
+        Path(item_dir, out).write_text("answer")
+        report["tmp"] = os.path.dirname(junk)
+        report["item"] = sorted(os.listdir(item_dir))
+    ''')
+    got = report(res)
+    assert got["tmp"] == "/tmp" and got["item"] == ["final_data.txt", "raw_data.json"]
+    assert sorted(p.name for p in item.iterdir()) == ["final_data.txt", "raw_data.json"]
+    res, _ = call(tmp_path / "again", 'report["tmp"] = sorted(os.listdir("/tmp"))')
+    assert report(res) == {"tmp": []}
