@@ -46,6 +46,7 @@ def forged(tmp_path, payload: bytes | str, limits=LIMITS):
     (json.dumps({"ok": True, "result": "x", "refused": "ab"}), "'refused' is a str"),
     (json.dumps({"ok": True, "result": "x", "refused": {"a": [1]}}), "'refused' is not an object of text"),
     (json.dumps({"ok": True, "result": "x", "files": {"a": 7}}), "'files' is not an object of text"),
+    (json.dumps({"ok": True, "result": "x", "files": ["a"]}), "'files' is a list"),  # was labelled disk_quota
     (json.dumps({"ok": "yes", "result": "x"}), "'ok' is a str"),
     (json.dumps({"ok": True, "result": ["x"]}), "'result' is a list"),
     (json.dumps({"ok": True, "item_free_bytes": True}), "'item_free_bytes' is a bool"),
