@@ -82,10 +82,11 @@ def provenance(started_at: str, command: Sequence[str] | None = None) -> dict[st
     }
 
 
-def write_episodes(records: Sequence[Mapping[str, Any]], path: str | Path,
-                   provenance: Mapping[str, Any] | None = None) -> None:
-    """Every episode record as one Parquet table (columns = the union of the records' keys); ``provenance``
-    goes into the schema metadata (key ``toe.provenance``, JSON)."""
+def write_records(records: Sequence[Mapping[str, Any]], path: str | Path,
+                  provenance: Mapping[str, Any] | None = None) -> None:
+    """Records as one Parquet table, written atomically (columns = the union of the records' keys, a missing
+    key null); ``provenance`` goes into the schema metadata (key ``toe.provenance``, JSON). The writer of
+    ``episodes.parquet`` (every episode) and ``summary.parquet`` (every method x seed)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -119,7 +120,8 @@ def unmark_finished(out: Path) -> None:
 
 def write_run(out: Path, *, task: str, config: Mapping[str, Any], options, summary, records, tables: str,
               backend: str, model: str, wall: Mapping[str, float], errors: Sequence[str] = (),
-              started_at: str = "") -> list[tuple[str, BaseException]]:
+              started_at: str = "", seed_rows: Sequence[Mapping[str, Any]] | None = None
+              ) -> list[tuple[str, BaseException]]:
     """The whole run folder; ``meta`` gets what answered and the executor beside the task's own fields.
 
     Each artefact is written on its own: one that fails (a full disk, a value Arrow cannot hold) is
@@ -132,19 +134,24 @@ def write_run(out: Path, *, task: str, config: Mapping[str, Any], options, summa
             "simulated": simulated, "executor": getattr(options, "executor", "local"),
             "workers": getattr(options, "workers", 1), "wall_s": dict(wall), **summary.meta,
             "provenance": provenance(started_at)}
-    rows = []
-    for row in summary.rows:
+    def labelled(row):
         row = dict(row)
         row.setdefault("backend", backend)
         row.setdefault("model", model)
         row.setdefault("simulated", simulated)
-        rows.append(row)
+        return row
+
+    rows = [labelled(r) for r in summary.rows]
     # summary.json marks a finished run (``toe run`` refuses to write over one): it goes first and
     # comes back last, so a failure in between leaves a folder that claims nothing, never a mix
     unmark_finished(out)
     failed: list[tuple[str, BaseException]] = []
-    steps = [("episodes.parquet", lambda: write_episodes(records, out / "episodes.parquet", meta["provenance"])),
+    steps = [("episodes.parquet", lambda: write_records(records, out / "episodes.parquet", meta["provenance"])),
              ("config.toml", lambda: write_config(config, out / "config.toml"))]
+    if seed_rows is not None:  # flat: one row per method x seed, nested values as JSON text
+        flat = [{"task": task, **{k: json.dumps(v, default=_json_default) if isinstance(v, Mapping) else v
+                                  for k, v in labelled(r).items()}} for r in seed_rows]
+        steps.insert(1, ("summary.parquet", lambda: write_records(flat, out / "summary.parquet", meta["provenance"])))
     if tables:
         steps.insert(1, ("table.md", lambda: atomic_io.write_text(out / "table.md",
                                                                   tables if tables.endswith("\n") else tables + "\n")))

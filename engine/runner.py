@@ -13,7 +13,8 @@ records into a summary and tables. Everything else is here, written once:
   so rerunning a killed command resumes every run where it stopped;
 - the run folder: ``episodes.parquet`` (every record of every run, with
   ``method``, ``seed`` and, when the task has parts, ``part``), ``summary.json`` (``meta`` + ``methods``:
-  one record per table row), ``table.md``, the task's PNGs and
+  one record per table row), ``summary.parquet`` (the same rows seed by seed, flat: one row per
+  method x seed, for pandas and duckdb), ``table.md``, the task's PNGs and
   ``config.toml`` (the config as resolved, overrides applied), each written
   atomically (:mod:`engine.atomic_io`).
 
@@ -131,7 +132,7 @@ def engine_line(label: str, stats: Mapping[str, Any]) -> str | None:
 def run_task(task: Task, config: Mapping[str, Any], options) -> int:
     """Run every run of ``task`` over the executor ``options`` name; write the run folder; print the tables."""
     from engine.executor import make_executor, progress_bar
-    from engine.run_folder import answered_by, unmark_finished, write_episodes, write_run
+    from engine.run_folder import answered_by, unmark_finished, write_records, write_run
 
     exp = task.parse(config, options)
     out = Path(options.out or Path("runs") / Path(options.config_path).stem)
@@ -169,19 +170,24 @@ def run_task(task: Task, config: Mapping[str, Any], options) -> int:
             records.append(rec)
         if len(specs) > 1:  # every finished run's records on disk at once: a later failure costs that run, not these
             try:
-                write_episodes(records, out / "episodes.parquet")
+                write_records(records, out / "episodes.parquet")
             except Exception as exc:  # noqa: BLE001 - reported with the final artefacts
                 print(f"warning: episodes.parquet could not be written after run {spec.key}: {exc}", file=sys.stderr)
     summary = task.summarize(exp, records, extras)
     backend, model = answered_by(records, config)
     failed: list[tuple[str, BaseException]] = []
     try:
+        seed_rows = per_seed_rows(task, exp, specs, records, extras)
+    except Exception as exc:  # noqa: BLE001 - an artefact of a finished run: the rest is still written
+        failed.append(("summary.parquet", exc))
+        seed_rows = None
+    try:
         tables, pngs = task.report(exp, summary, records, out)
     except Exception as exc:  # noqa: BLE001 - the plots or tables of a finished run: the rest is still written
         failed.append(("table.md and plots", exc))
         tables, pngs = "", []
     failed += write_run(out, task=task.name, config=config, options=options, summary=summary, records=records,
-                        tables=tables, backend=backend, model=model, wall=wall,
+                        tables=tables, backend=backend, model=model, wall=wall, seed_rows=seed_rows,
                         errors=[f"{what}: {type(exc).__name__}: {exc}" for what, exc in failed], started_at=started_at)
     if failed:
         what, exc = failed[0]
@@ -189,6 +195,19 @@ def run_task(task: Task, config: Mapping[str, Any], options) -> int:
             f"the run finished and {out}/summary.json holds its results, but {', '.join(w for w, _ in failed)} "
             f"could not be written ({type(exc).__name__}: {exc})") from exc
     print(tables)
-    print(f"results: {out}/ (" + ", ".join(["episodes.parquet", "summary.json", "table.md", "config.toml",
-                                             *pngs]) + ")")
+    print(f"results: {out}/ (" + ", ".join(["episodes.parquet", "summary.json", "summary.parquet", "table.md",
+                                             "config.toml", *pngs]) + ")")
     return 0
+
+
+def per_seed_rows(task: Task, exp, specs: Sequence[RunSpec], records: list[dict[str, Any]],
+                  extras: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The task's own table rows for each seed alone (``summary.parquet``: one row per method x seed, and part
+    where the task has parts), each with its ``seed``: what the table averages, seed by seed."""
+    rows = []
+    for seed in dict.fromkeys(s.seed for s in specs):
+        keys = {s.key for s in specs if s.seed == seed}
+        mine = task.summarize(exp, [r for r in records if r["seed"] == seed],
+                              {k: v for k, v in extras.items() if k in keys})
+        rows += [{"seed": seed, **{k: v for k, v in row.items() if k != "seeds"}} for row in mine.rows]
+    return rows

@@ -7,7 +7,6 @@ each plot's title.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -34,23 +33,6 @@ def backend_label(backend: str, model: str = "") -> str:
     if backend == "simulated":
         return f"simulated policy ({model or 'simulated'}) - figures are SIMULATED, not a language model's"
     return f"{backend} ({model})" if model else backend
-
-
-def write_episodes(records: Sequence[Mapping[str, Any]], path: Path) -> None:
-    """Per-episode records as one Parquet table (columns = record keys)."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    keys = list(dict.fromkeys(k for r in records for k in r))
-    table = pa.table({k: [r.get(k) for r in records] for k in keys})
-    path.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(table, path)
-
-
-def write_summary(summary: Sequence[Mapping[str, Any]], path: Path, meta: Mapping[str, Any]) -> None:
-    """``summary.json``: {"meta": {...}, "methods": [one record per method]}."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"meta": dict(meta), "methods": list(summary)}, indent=2, default=str) + "\n")
 
 
 def markdown_table(summary: Sequence[Mapping[str, Any]], backend: str, model: str = "",

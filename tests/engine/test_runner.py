@@ -202,3 +202,27 @@ def test_summary_and_episodes_say_what_made_the_run(tmp_path):
     assert isinstance(prov["command"], list) and prov["python"] and "CPUs" in prov["machine"]
     meta = pq.read_schema(out / "episodes.parquet").metadata
     assert json.loads(meta[b"toe.provenance"]) == prov
+
+
+def test_summary_parquet_holds_one_flat_row_per_method_and_seed(tmp_path):
+    """The task's own rows, seed by seed: what the table averages, readable without unnesting."""
+    import pandas as pd
+
+    run_task(ToyTask(), CONFIG, options(tmp_path))
+    out = tmp_path / "run"
+    frame = pd.read_parquet(out / "summary.parquet")
+    assert sorted(zip(frame["method"], frame["seed"])) == [("a", 0), ("a", 1), ("b", 0), ("b", 1)]
+    episodes = pd.read_parquet(out / "episodes.parquet")
+    want = episodes.groupby(["method", "seed"])["reward"].mean()
+    for row in frame.itertuples():
+        assert row.reward == pytest.approx(want[(row.method, row.seed)]) and row.n == 7
+        assert row.task == "toy" and row.backend == "simulated" and bool(row.simulated)
+    # the mean of the seeds' rows is the table's row
+    table = {r["method"]: r["reward"] for r in json.loads((out / "summary.json").read_text())["methods"]}
+    assert frame.groupby("method")["reward"].mean().to_dict() == pytest.approx(table)
+    assert b"toe.provenance" in pq.read_schema(out / "summary.parquet").metadata
+    try:
+        import duckdb
+    except ImportError:
+        return
+    assert duckdb.sql(f"select count(*) from '{out / 'summary.parquet'}'").fetchone() == (4,)

@@ -71,11 +71,13 @@ def test_report_files_are_labelled(tmp_path):
     assert "| ToT (Yao et al. 2023) [simulated] | 75.0% ± 35.4 | 50.0% | 45.0 ± 7.1 |" in table
     real = report.markdown_table(summary, "local", "smollm2")
     assert "simulated" not in real.lower() and "local (smollm2)" in real
-    report.write_episodes(LOG, tmp_path / "episodes.parquet")
+    from engine.run_folder import write_records, write_summary
+
+    write_records(LOG, tmp_path / "episodes.parquet")
     import pyarrow.parquet as pq
 
     assert pq.read_table(tmp_path / "episodes.parquet").num_rows == len(LOG)
-    report.write_summary(summary, tmp_path / "summary.json", {"backend": "simulated"})
+    write_summary(summary, {"backend": "simulated"}, tmp_path / "summary.json")
     data = json.loads((tmp_path / "summary.json").read_text())
     assert [m["method"] for m in data["methods"]] == ["tot", "toe"]
     report.plot_accuracy_vs_calls(summary, tmp_path / "a.png", "simulated")
