@@ -3,26 +3,22 @@
 vLLM (``--task embed``), llama.cpp's ``llama-server --embeddings`` and the
 OpenAI API all answer ``{"model": m, "input": [texts]}`` with
 ``{"data": [{"index": i, "embedding": [...]}, ...]}``. This client sends one
-request per batch (``batch_size`` texts), retries connection errors, timeouts,
-HTTP 429 and 5xx with exponential back-off (``max_retries`` times), and raises
-:class:`BackendError` naming the endpoint and the last failure otherwise. It uses
-only the standard library (urllib), so it needs no extra.
+request per batch (``batch_size`` texts) through the engine's one HTTP layer
+(:mod:`engine.http`: pooled keep-alive connections, the one retry policy:
+connection errors, timeouts, HTTP 408, 425, 429 and 5xx retried ``max_retries``
+times with exponential back-off and ``Retry-After``), and raises
+:class:`BackendError` naming the endpoint and the last failure otherwise.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import time
-import urllib.error
-import urllib.request
 
 import numpy as np
 
 from engine.embed.base import CachedEmbedder, check_texts
 from engine.errors import BackendError, InputError
-
-_RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
+from engine.http import HTTPClient, RetryPolicy
 
 
 class OpenAIEmbedder(CachedEmbedder):
@@ -61,11 +57,13 @@ class OpenAIEmbedder(CachedEmbedder):
         super().__init__(dim=dim or 1, batch_size=batch_size, cache_size=cache_size)
         self.endpoint = base_url.rstrip("/") + "/embeddings"
         self.model = model
-        self.api_key = api_key if api_key is not None else os.environ.get(api_key_env, "")
         self.timeout_s = float(timeout_s)
         self.max_retries = int(max_retries)
         self.backoff_s = float(backoff_s)
         self.name = f"openai:{model}"
+        key = api_key if api_key is not None else os.environ.get(api_key_env, "")
+        self.client = HTTPClient(base_url, api_key=key or None, name=f"embedding model {model!r}",
+                                 policy=RetryPolicy(self.max_retries, self.backoff_s, 30.0))
 
     @property
     def dim(self) -> int:  # type: ignore[override]
@@ -93,42 +91,18 @@ class OpenAIEmbedder(CachedEmbedder):
         return super().embed(texts)
 
     def _request(self, texts: list[str]) -> np.ndarray:
-        body = json.dumps({"model": self.model, "input": texts, "encoding_format": "float"}).encode()
-        headers = {"Content-Type": "application/json"}
-        if self.api_key:
-            headers["Authorization"] = f"Bearer {self.api_key}"
-        last = "no attempt"
-        for attempt in range(self.max_retries + 1):
-            if attempt:
-                time.sleep(self.backoff_s * (2 ** (attempt - 1)))
-            req = urllib.request.Request(self.endpoint, data=body, headers=headers, method="POST")
-            try:
-                with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
-                    payload = resp.read()
-            except urllib.error.HTTPError as exc:
-                detail = exc.read()[:300].decode("utf-8", "replace")
-                last = f"HTTP {exc.code}: {detail}"
-                if exc.code in _RETRY_STATUS:
-                    continue
-                break
-            except (urllib.error.URLError, TimeoutError, ConnectionError, OSError) as exc:
-                last = f"{type(exc).__name__}: {getattr(exc, 'reason', exc)}"
-                continue
-            return self._parse(payload, len(texts))
-        raise BackendError(
-            f"embedding endpoint {self.endpoint} (model {self.model!r}) failed after "
-            f"{attempt + 1} attempt(s): {last}"
-        )
+        body = {"model": self.model, "input": texts, "encoding_format": "float"}
+        return self._parse(self.client.call_json_sync("embeddings", body, self.timeout_s), len(texts))
 
-    def _parse(self, payload: bytes, n: int) -> np.ndarray:
+    def _parse(self, payload, n: int) -> np.ndarray:
         try:
-            data = json.loads(payload)["data"]
+            data = payload["data"]
             rows = sorted(data, key=lambda d: d.get("index", 0))
             vecs = np.asarray([r["embedding"] for r in rows], dtype=np.float32)
-        except (ValueError, KeyError, TypeError) as exc:
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise BackendError(
                 f"embedding endpoint {self.endpoint} returned a malformed body "
-                f"(expected {{'data': [{{'index', 'embedding'}}]}}): {payload[:200]!r}"
+                f"(expected {{'data': [{{'index', 'embedding'}}]}}): {str(payload)[:200]}"
             ) from exc
         if vecs.ndim != 2 or vecs.shape[0] != n:
             raise BackendError(f"embedding endpoint {self.endpoint} returned {vecs.shape} for {n} inputs")

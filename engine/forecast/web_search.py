@@ -11,24 +11,21 @@ Both are cutoff-aware on the result's *own* date: a result without a parseable p
 published after the cutoff, is dropped (counted in ``dropped``), also when the API was asked to filter.
 Neither API pages its results, so the search over-fetches (``3 k``, at most 20) and keeps the first
 ``k`` that pass. Each item's text is cut to ``max_chars`` (paper: 30,000 characters per search turn,
-top-4). HTTP 429 and 5xx answers are retried with the server's ``Retry-After`` (bounded) or
-exponential backoff; other errors raise :class:`BackendError` naming the provider, the status and the
-server's message. Only the standard library is used (``urllib``); ``base_url`` points the adapters at
-a local server in tests.
+top-4). Requests go through the engine's one HTTP layer (:mod:`engine.http`): HTTP 408, 425, 429 and
+5xx answers, timeouts and dropped connections are retried with the server's ``Retry-After`` (bounded)
+or exponential backoff; other errors raise :class:`BackendError` naming the provider, the status and
+the server's message. ``base_url`` points the adapters at a local server in tests.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
 from engine.errors import BackendError, ConfigError
 from engine.forecast.search import SearchResult
+from engine.http import HTTPClient, RetryPolicy
 
 TAVILY_URL = "https://api.tavily.com"
 FIRECRAWL_URL = "https://api.firecrawl.dev"
@@ -60,46 +57,31 @@ def parse_date(value) -> datetime | None:
 
 @dataclass
 class _Http:
+    """A provider's POSTs through the engine's one HTTP layer (:mod:`engine.http`), one pooled client per URL."""
+
     provider: str
     timeout_s: float = 30.0
     max_retries: int = 3
     backoff_s: float = 1.0
     max_wait_s: float = 30.0
     requests: int = 0
+    _clients: dict = field(default_factory=dict, repr=False, compare=False)
 
     def post(self, url: str, key: str, body: dict) -> dict:
-        data = json.dumps(body).encode("utf-8")
-        for attempt in range(self.max_retries + 1):
-            req = urllib.request.Request(url, data=data, method="POST", headers={
-                "Authorization": f"Bearer {key}", "Content-Type": "application/json", "Accept": "application/json"})
-            self.requests += 1
-            try:
-                with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
-                    payload = resp.read()
-                try:
-                    out = json.loads(payload.decode("utf-8"))
-                except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-                    raise BackendError(f"{self.provider}: the reply from {url} is not JSON ({exc})") from exc
-                if not isinstance(out, dict):
-                    raise BackendError(f"{self.provider}: the reply from {url} is a {type(out).__name__}, not an object")
-                return out
-            except urllib.error.HTTPError as exc:
-                msg = exc.read()[:300].decode("utf-8", "replace")
-                if (exc.code == 429 or exc.code >= 500) and attempt < self.max_retries:
-                    retry_after = exc.headers.get("Retry-After") if exc.headers else None
-                    try:
-                        wait = float(retry_after) if retry_after else self.backoff_s * 2 ** attempt
-                    except ValueError:
-                        wait = self.backoff_s * 2 ** attempt
-                    time.sleep(min(max(wait, 0.0), self.max_wait_s))
-                    continue
-                raise BackendError(f"{self.provider}: HTTP {exc.code} from {url}: {msg}") from exc
-            except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
-                if attempt < self.max_retries:
-                    time.sleep(min(self.backoff_s * 2 ** attempt, self.max_wait_s))
-                    continue
-                raise BackendError(f"{self.provider}: {url} unreachable after {attempt + 1} tries: {exc}") from exc
-        raise BackendError(f"{self.provider}: no answer from {url}")  # pragma: no cover - loop always returns
+        client = self._clients.get((url, key))
+        if client is None:
+            client = self._clients[(url, key)] = HTTPClient(
+                url, api_key=key, name=self.provider, policy=RetryPolicy(self.max_retries, self.backoff_s, self.max_wait_s))
+        before = client.requests
+        try:
+            out = client.call_json_sync("", body, self.timeout_s)
+        except BackendError as exc:
+            raise BackendError(f"{self.provider}: {exc}") from None
+        finally:
+            self.requests += client.requests - before
+        if not isinstance(out, dict):
+            raise BackendError(f"{self.provider}: the reply from {url} is a {type(out).__name__}, not an object")
+        return out
 
 
 @dataclass

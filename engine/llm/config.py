@@ -7,7 +7,7 @@ Example (TOML)::
     model = "Qwen/Qwen2.5-7B-Instruct"    # served model name / HF path / GGUF path
     base_url = "http://127.0.0.1:8000/v1"
     api_key_env = "OPENAI_API_KEY"        # the key is read from this environment variable
-    max_concurrency = 16
+    max_concurrency = 256                 # requests in flight at once (one pooled async client)
     timeout_s = 120
 
     [llm.simulated]                       # error model of the simulated Game-of-24 policy
@@ -45,7 +45,9 @@ class LLMConfig:
     # "auto": ask for n, fall back to n separate requests if the server returns fewer;
     # "always": always send n requests of n=1; "never": trust the server's n.
     fan_out_n: Literal["auto", "always", "never"] = "auto"
-    max_concurrency: int = 8
+    # requests in flight at once per process (engine.http: one pooled async client); a vLLM server batches
+    # up to its max_num_seqs (256 by default)
+    max_concurrency: int = 256
     timeout_s: float = 120.0
     connect_timeout_s: float = 10.0
     retries: int = 3

@@ -22,8 +22,10 @@ import math
 import re
 import threading
 import time
-import urllib.request
 from typing import Any, Callable, Mapping, Sequence
+
+from engine.errors import BackendError
+from engine.http import RetryableError
 
 # upper edges (seconds) of the modelled engine's queue-delay buckets; one more bucket holds what is above
 # the last edge (as Prometheus' +Inf bucket), so books carry len(edges) + 1 counts and no infinite number
@@ -199,16 +201,20 @@ class MetricsSampler:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.errors = 0
+        self._client = None  # the pooled client of the default fetch (engine.http), made on first use
 
     def _http_get(self, url: str) -> str:
-        with urllib.request.urlopen(url, timeout=self.timeout_s) as resp:  # noqa: S310 - the user's own server
-            return resp.read(8 << 20).decode("utf-8", "replace")
+        from engine.http import HTTPClient
+
+        if self._client is None:
+            self._client = HTTPClient(url, max_in_flight=1, name="metrics endpoint")
+        return self._client.get_text_sync("", self.timeout_s)
 
     def sample(self) -> dict | None:
         """Read the endpoint once and record the gauges; None (counted in ``errors``) when it fails."""
         try:
             samples = parse_prometheus(self.fetch(self.url))
-        except (OSError, ValueError):
+        except (OSError, ValueError, BackendError, RetryableError):
             self.errors += 1
             return None
         now = self.clock()

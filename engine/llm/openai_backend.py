@@ -2,9 +2,12 @@
 
 * Completions (``prompt``) go to ``/completions``, chats (``messages``, or any
   request when ``api="chat"``) to ``/chat/completions``.
-* Bounded concurrency: at most ``max_concurrency`` HTTP requests in flight
-  (a thread pool); a batch of requests fans out over it.
-* Retries with exponential backoff (and ``Retry-After``) on HTTP 429, 5xx,
+* Every request of a batch is in flight at once over one pooled async client
+  (:mod:`engine.http`: keep-alive connections, at most ``max_concurrency``
+  requests in flight per process, default 256 as a vLLM server's
+  ``max_num_seqs``); several threads may call ``generate`` together.
+* Retries (:class:`engine.http.RetryPolicy`, the one policy of every outbound
+  call) with exponential backoff and ``Retry-After`` on HTTP 429, 5xx,
   timeouts, refused or dropped connections and unreadable bodies; other 4xx fail
   at once. After the retries a :class:`~engine.errors.BackendError` names the
   endpoint and the last failure, and the whole batch fails (nothing partial is
@@ -25,95 +28,57 @@ Servers whose ``usage`` is not a sum (llama.cpp reports one choice's count;
 punctuation marks; a choice cut by ``length`` counts ``max_tokens``); use
 ``fan_out_n="always"`` where exact per-sample counts matter.
 
-The transport is pluggable: :class:`HTTPTransport` (standard library only) or
-any object with ``endpoint`` and ``post(path, payload, timeout) -> dict`` (the
-local backend posts to llama.cpp in process).
+The transport is pluggable: :class:`HTTPTransport` or any object with
+``endpoint`` and ``post(path, payload, timeout) -> dict`` (the local backend
+posts to llama.cpp in process; such a transport runs over a thread pool of
+``max_concurrency``).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import random
-import socket
 import threading
 import time
-import urllib.error
-import urllib.request
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass
-from http.client import HTTPException
 from typing import Any, Mapping, Protocol, Sequence
 
 from engine.errors import BackendError, InputError
+from engine.http import HTTPClient, RetryableError, RetryPolicy, run
 from engine.llm.base import Completion, Request, Response
 from engine.llm.structured import request_fields
 from engine.llm.tokens import count_tokens
 
 
-class RetryableError(Exception):
-    """A failure worth retrying (429, 5xx, timeout, connection trouble)."""
-
-    def __init__(self, message: str, retry_after: float | None = None):
-        super().__init__(message)
-        self.retry_after = retry_after
-
-
 class Transport(Protocol):
+    """A synchronous transport (the local backend posts to llama.cpp in process); an HTTP transport also
+    has ``async apost(path, payload, timeout)`` and then every request of a batch is in flight at once."""
+
     endpoint: str
 
     def post(self, path: str, payload: dict, timeout: float) -> dict: ...
 
 
 class HTTPTransport:
-    """JSON over HTTP with the standard library; raises RetryableError or BackendError."""
+    """JSON over pooled async HTTP (:class:`engine.http.HTTPClient`); raises RetryableError or BackendError."""
 
-    def __init__(self, base_url: str, api_key: str | None = None, connect_timeout_s: float = 10.0):
-        if not base_url.startswith(("http://", "https://")):
-            raise InputError(f"base_url must start with http:// or https://, got {base_url!r}")
-        self.endpoint = base_url.rstrip("/")
-        self.api_key = api_key
-        self.connect_timeout_s = connect_timeout_s
+    def __init__(self, base_url: str, api_key: str | None = None, connect_timeout_s: float = 10.0,
+                 max_in_flight: int = 256):
+        self.client = HTTPClient(base_url, api_key=api_key, connect_timeout_s=connect_timeout_s,
+                                 max_in_flight=max_in_flight, name="LLM server")
+        self.endpoint = self.client.endpoint
+
+    async def apost(self, path: str, payload: dict, timeout: float) -> dict:
+        return await self.client.post_json(path, payload, timeout)
 
     def post(self, path: str, payload: dict, timeout: float) -> dict:
-        url = f"{self.endpoint}/{path.lstrip('/')}"
-        headers = {"Content-Type": "application/json", "Accept": "application/json"}
-        if self.api_key:
-            headers["Authorization"] = f"Bearer {self.api_key}"
-        req = urllib.request.Request(url, data=json.dumps(payload).encode(), headers=headers, method="POST")
-        try:
-            with urllib.request.urlopen(req, timeout=timeout) as resp:
-                body = resp.read()
-        except urllib.error.HTTPError as exc:
-            detail = _read_error_body(exc)
-            if exc.code == 429 or exc.code >= 500:
-                raise RetryableError(f"HTTP {exc.code} from {url}: {detail}", _retry_after(exc)) from exc
-            raise BackendError(f"{url} answered HTTP {exc.code}: {detail}") from exc
-        except (socket.timeout, TimeoutError) as exc:
-            raise RetryableError(f"timed out after {timeout}s waiting for {url}") from exc
-        except urllib.error.URLError as exc:
-            raise RetryableError(f"cannot reach {url}: {exc.reason}") from exc
-        except (ConnectionError, HTTPException, OSError) as exc:
-            raise RetryableError(f"connection to {url} failed: {type(exc).__name__}: {exc}") from exc
-        try:
-            return json.loads(body)
-        except ValueError as exc:
-            raise RetryableError(f"{url} returned a body that is not JSON: {body[:200]!r}") from exc
+        return run(self.apost(path, payload, timeout))
 
-
-def _read_error_body(exc: urllib.error.HTTPError) -> str:
-    try:
-        return exc.read().decode(errors="replace")[:300]
-    except Exception:  # pragma: no cover - best effort
-        return exc.reason or ""
-
-
-def _retry_after(exc: urllib.error.HTTPError) -> float | None:
-    value = exc.headers.get("Retry-After") if exc.headers else None
-    try:
-        return float(value) if value is not None else None
-    except ValueError:
-        return None
+    def close(self) -> None:
+        self.client.close()
 
 
 @dataclass
@@ -139,7 +104,7 @@ class OpenAIBackend:
         *,
         api: str = "completions",
         fan_out_n: str = "auto",
-        max_concurrency: int = 8,
+        max_concurrency: int = 256,
         timeout_s: float = 120.0,
         retries: int = 3,
         backoff_s: float = 0.5,
@@ -156,35 +121,33 @@ class OpenAIBackend:
             raise InputError(f"fan_out_n must be 'auto', 'always' or 'never', got {fan_out_n!r}")
         if max_concurrency < 1:
             raise InputError(f"max_concurrency must be >= 1, got {max_concurrency}")
-        if retries < 0:
-            raise InputError(f"retries must be >= 0, got {retries}")
         if timeout_s <= 0:
             raise InputError(f"timeout_s must be > 0, got {timeout_s}")
         if structured_format not in ("response_format", "vllm", "llamacpp"):
             raise InputError(f"structured_format must be 'response_format', 'vllm' or 'llamacpp', "
                              f"got {structured_format!r}")
         self.structured_format = structured_format
-        self.transport = HTTPTransport(transport, api_key) if isinstance(transport, str) else transport
+        self.transport = (HTTPTransport(transport, api_key, max_in_flight=max_concurrency) if isinstance(transport, str)
+                          else transport)
         self.model = model
         self.name = name
         self.api = api
         self.fan_out_n = fan_out_n
         self.max_concurrency = int(max_concurrency)
         self.timeout_s = float(timeout_s)
-        self.retries = int(retries)
-        self.backoff_s = float(backoff_s)
-        self.backoff_max_s = float(backoff_max_s)
+        self.policy = RetryPolicy(int(retries), float(backoff_s), float(backoff_max_s))
+        self.retries = self.policy.retries
         self.server_ignores_n = fan_out_n == "always"
         self.usage_sums_choices = bool(usage_sums_choices)
         self.extra_body = dict(extra_body or {})  # merged into every request (llm.extra_body)
         self._pool: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
-        self._jitter = random.Random(0x5EED)
+        self._rng = random.Random(0x5EED)  # the backoff jitter of the thread-pool path
 
     @classmethod
     def from_config(cls, cfg) -> "OpenAIBackend":
         key = os.environ.get(cfg.api_key_env) or None
-        transport = HTTPTransport(cfg.base_url, key, cfg.connect_timeout_s)
+        transport = HTTPTransport(cfg.base_url, key, cfg.connect_timeout_s, cfg.max_concurrency)
         return cls(
             transport,
             cfg.model,
@@ -216,6 +179,8 @@ class OpenAIBackend:
             if self._pool is not None:
                 self._pool.shutdown(wait=False, cancel_futures=True)
                 self._pool = None
+        if hasattr(self.transport, "close"):
+            self.transport.close()
 
     def __enter__(self):
         return self
@@ -274,6 +239,11 @@ class OpenAIBackend:
         return _Job(k, payload, "chat/completions" if chat else "completions", n)
 
     def _run(self, jobs: list[_Job]) -> None:
+        """Every job in flight at once (an async transport: the client bounds them at ``max_concurrency``), or
+        over a thread pool of ``max_concurrency`` (a synchronous one); the first failure fails the batch."""
+        if hasattr(self.transport, "apost"):
+            run(self._arun(jobs))
+            return
         pool = self._executor()
         futures = [pool.submit(self._attempt, job) for job in jobs]
         done, pending = wait(futures, return_when=FIRST_EXCEPTION)
@@ -282,35 +252,52 @@ class OpenAIBackend:
             if exc is not None:
                 for p in pending:
                     p.cancel()  # in-flight jobs finish on their own; their results are dropped
-                if isinstance(exc, BackendError):
-                    raise exc
-                raise BackendError(f"{self.name} backend at {self.endpoint} failed: {exc}") from exc
+                raise self._failure(exc)
+
+    async def _arun(self, jobs: list[_Job]) -> None:
+        tasks = [asyncio.ensure_future(self._aattempt(job)) for job in jobs]
+        done, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+        for t in pending:
+            t.cancel()
+        if pending:
+            await asyncio.gather(*pending, return_exceptions=True)
+        for t in tasks:
+            if t.done() and not t.cancelled() and t.exception() is not None:
+                raise self._failure(t.exception())
+
+    def _failure(self, exc: BaseException) -> BackendError:
+        if isinstance(exc, BackendError):
+            return exc
+        return BackendError(f"{self.name} backend at {self.endpoint} failed: {exc}")
+
+    def _what(self, job: _Job) -> str:
+        return f"{self.name} backend at {self.endpoint}/{job.path}"
+
+    async def _aattempt(self, job: _Job) -> None:
+        job.t_start = time.perf_counter()
+
+        async def once():
+            return _checked(await self.transport.apost(job.path, job.payload, self.timeout_s))
+
+        job.result = await self.transport.client.retrying(once, self._what(job), self.policy)
+        job.t_end = time.perf_counter()
 
     def _attempt(self, job: _Job) -> None:
         job.t_start = time.perf_counter()
         last = None
-        for attempt in range(self.retries + 1):
+        for attempt in range(self.policy.retries + 1):
             try:
-                result = self.transport.post(job.path, job.payload, self.timeout_s)
-                if not isinstance(result, dict) or not isinstance(result.get("choices"), list):
-                    if isinstance(result, dict) and "error" in result:
-                        raise RetryableError(f"server error: {str(result['error'])[:300]}")
-                    raise RetryableError(f"response without a choices list: {str(result)[:200]}")
-                job.result = result
+                job.result = _checked(self.transport.post(job.path, job.payload, self.timeout_s))
                 job.t_end = time.perf_counter()
                 return
             except RetryableError as exc:
                 last = exc
-                if attempt == self.retries:
+                if attempt == self.policy.retries:
                     break
-                delay = min(self.backoff_max_s, self.backoff_s * (2**attempt))
-                delay *= 0.5 + 0.5 * self._jitter.random()
-                if exc.retry_after is not None:
-                    delay = min(self.backoff_max_s, max(delay, exc.retry_after))
+                with self._lock:
+                    delay = self.policy.delay(attempt, exc.retry_after, self._rng)
                 time.sleep(delay)
-        raise BackendError(
-            f"{self.name} backend at {self.endpoint}/{job.path} failed after {self.retries + 1} attempt(s): {last}"
-        )
+        raise BackendError(f"{self._what(job)} failed after {self.policy.retries + 1} attempt(s): {last}")
 
     def _response(self, k: int, r: Request, jobs: list[_Job]) -> Response:
         texts, reasons, tokens = [], [], []
@@ -335,6 +322,15 @@ class OpenAIBackend:
             backend=self.name,
             model=self.model or str(jobs[0].result.get("model", "")),
         )
+
+
+def _checked(result) -> dict:
+    """A reply with a ``choices`` list; a server error object or anything else is retryable."""
+    if not isinstance(result, dict) or not isinstance(result.get("choices"), list):
+        if isinstance(result, dict) and "error" in result:
+            raise RetryableError(f"server error: {str(result['error'])[:300]}")
+        raise RetryableError(f"response without a choices list: {str(result)[:200]}")
+    return result
 
 
 def _choice_text(choice: dict) -> str:

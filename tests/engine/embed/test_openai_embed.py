@@ -28,6 +28,8 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if srv.mode == "garbage":
             out = b"not json"
+        elif srv.mode == "wrong-shape":
+            out = json.dumps({"data": "none"}).encode()
         else:
             dim = srv.dim
             data = []
@@ -101,10 +103,15 @@ def test_wrong_width_and_garbage(server):
     e = OpenAIEmbedder(base_url=_url(server), model="m", dim=16, max_retries=0)
     with pytest.raises(BackendError, match="width 8; expected dim=16"):
         e.embed(["x"])
-    server.mode = "garbage"
-    e = OpenAIEmbedder(base_url=_url(server), model="m", dim=8, max_retries=0)
-    with pytest.raises(BackendError, match="malformed body"):
+    server.mode = "garbage"  # not JSON: retried as every outbound call's policy says, then named
+    e = OpenAIEmbedder(base_url=_url(server), model="m", dim=8, max_retries=1, backoff_s=0.0)
+    n = len(server.requests)
+    with pytest.raises(BackendError, match="2 attempt.*body that is not JSON"):
         e.embed(["x"])
+    assert len(server.requests) - n == 2
+    server.mode = "wrong-shape"
+    with pytest.raises(BackendError, match="malformed body"):
+        e.embed(["y"])
 
 
 def test_connection_refused_names_endpoint():
