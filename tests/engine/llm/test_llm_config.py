@@ -52,7 +52,7 @@ def test_make_backend_rejects_non_config():
 def test_factory_builds_openai_and_replay(tmp_path, monkeypatch):
     monkeypatch.setenv("MY_KEY", "sk-test")
     b = make_backend(LLMConfig(backend="openai", base_url="http://127.0.0.1:9/v1", api_key_env="MY_KEY", model="m"))
-    assert b.name == "openai" and b.transport.api_key == "sk-test" and b.endpoint == "http://127.0.0.1:9/v1"
+    assert b.name == "openai" and b.transport.client.api_key == "sk-test" and b.endpoint == "http://127.0.0.1:9/v1"
     with pytest.raises(PersistenceError, match="does not exist"):
         make_backend(LLMConfig(backend="replay", replay_path=str(tmp_path / "none.arrow")))
     passthrough = LLMConfig(backend="replay", replay_path=str(tmp_path / "t.arrow"), replay_mode="passthrough")
