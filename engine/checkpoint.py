@@ -65,13 +65,16 @@ def fingerprint(method_name: str, episodes: Sequence[Episode], round_size: int |
 
 
 def save_method_state(method, directory: Path) -> None:
-    """``method.save_state(directory)`` if it has one, else its ``__dict__`` as a data file (:mod:`engine.codec`)."""
+    """``method.save_state(directory)`` if it has one, else its ``__dict__`` as a data file (:mod:`engine.codec`),
+    less the attributes it names in ``context_attrs`` (what the method's config rebuilds, such as a checker
+    function: they are never written and stay as the live method built from the same config has them)."""
     directory.mkdir(parents=True, exist_ok=True)
     if hasattr(method, "save_state"):
         method.save_state(directory)
     else:
+        skip = set(getattr(method, "context_attrs", ()))
         try:
-            codec.write(directory / _METHOD_STATE, vars(method))
+            codec.write(directory / _METHOD_STATE, {k: v for k, v in vars(method).items() if k not in skip})
         except TypeError as exc:
             raise PersistenceError(f"{type(method).__name__} cannot be checkpointed: {exc} (or give the method "
                                    f"save_state/load_state)") from None

@@ -40,7 +40,7 @@ from engine.checkpoint import (
 )
 from engine.config import apply_overrides, check, from_dict, load_toml, to_dict
 from engine.errors import ConfigError, InputError, MissingExtraError
-from engine.llm.base import LLMBackend, MeteredBackend
+from engine.llm.base import LLMBackend, MeteredBackend, Usage
 from engine.llm.engine_metrics import engine_summary
 from engine.rounds import Episode, EpisodeResult, Method, Snapshot
 
@@ -431,19 +431,10 @@ def check_streams(llm, streams: int) -> None:
 
 
 def merge_usage(into, meter) -> None:
-    """Add a :class:`~engine.llm.base.UsageMeter`'s counts to ``into`` (totals and per episode)."""
-    from engine.llm.base import Usage
-
-    def add(dst, src):
-        dst.calls += src.calls
-        dst.samples += src.samples
-        dst.prompt_tokens += src.prompt_tokens
-        dst.completion_tokens += src.completion_tokens
-        dst.latency_s += src.latency_s
-
-    add(into.total, meter.total)
+    """Add ``meter``'s totals and per-episode usage into ``into`` (both :class:`UsageMeter`)."""
+    into.total.merge(meter.total)
     for key, u in meter.per_episode.items():
-        add(into.per_episode.setdefault(key, Usage()), u)
+        into.per_episode.setdefault(key, Usage()).merge(u)
 
 
 def stream_bounds(n: int, streams: int) -> np.ndarray:

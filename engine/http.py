@@ -203,6 +203,14 @@ class HTTPClient:
             except Exception:  # noqa: BLE001 - closing is best effort
                 pass
 
+    def __del__(self):  # a client dropped unclosed (a backend that is simply let go): its connections close too
+        session, owner = getattr(self, "_session", None), getattr(self, "_owner", None)
+        if session is not None and owner is not None and not owner.is_closed():
+            try:
+                asyncio.run_coroutine_threadsafe(session.close(), owner)  # scheduled, not awaited (GC may run anywhere)
+            except Exception:  # noqa: BLE001 - interpreter shutdown
+                pass
+
     def __getstate__(self):  # a client travels (Ray workers, checkpoints) without its connections
         state = dict(self.__dict__)
         state.update(_session=None, _owner=None)

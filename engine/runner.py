@@ -174,6 +174,7 @@ def run_task(task: Task, config: Mapping[str, Any], options) -> int:
             except Exception as exc:  # noqa: BLE001 - reported with the final artefacts
                 print(f"warning: episodes.parquet could not be written after run {spec.key}: {exc}", file=sys.stderr)
     summary = task.summarize(exp, records, extras)
+    note = count_failed_requests(summary, records)
     backend, model = answered_by(records, config)
     failed: list[tuple[str, BaseException]] = []
     try:
@@ -186,6 +187,9 @@ def run_task(task: Task, config: Mapping[str, Any], options) -> int:
     except Exception as exc:  # noqa: BLE001 - the plots or tables of a finished run: the rest is still written
         failed.append(("table.md and plots", exc))
         tables, pngs = "", []
+    if note:
+        tables = f"{tables.rstrip()}\n\n{note}\n" if tables else note
+        print(f"warning: {note}", file=sys.stderr)
     failed += write_run(out, task=task.name, config=config, options=options, summary=summary, records=records,
                         tables=tables, backend=backend, model=model, wall=wall, seed_rows=seed_rows,
                         errors=[f"{what}: {type(exc).__name__}: {exc}" for what, exc in failed], started_at=started_at)
@@ -198,6 +202,23 @@ def run_task(task: Task, config: Mapping[str, Any], options) -> int:
     print(f"results: {out}/ (" + ", ".join(["episodes.parquet", "summary.json", "summary.parquet", "table.md",
                                              "config.toml", *pngs]) + ")")
     return 0
+
+
+def count_failed_requests(summary: Summary, records: Sequence[Mapping[str, Any]]) -> str:
+    """With ``llm.on_error = "record"``: every table row gets ``failed_episodes`` (its episodes with a request
+    that failed after its retries) and ``meta.llm_errors`` the totals; returns the line the tables end with
+    ("" when no request failed)."""
+    failed = [r for r in records if r.get("llm_errors")]
+    if not failed:
+        return ""
+    for row in summary.rows:
+        row["failed_episodes"] = sum(1 for r in failed if r.get("method") == row.get("method")
+                                     and ("part" not in row or r.get("part") == row["part"]))
+    summary.meta["llm_errors"] = {"episodes": len(failed), "requests": int(sum(r["llm_errors"] for r in failed)),
+                                  "first": str(failed[0].get("llm_error", ""))}
+    return (f"{len(failed)} of {len(records)} episodes had LLM requests that failed after their retries "
+            f"(llm.on_error = \"record\": answered with nothing, counted in each row's failed_episodes; the "
+            f"reason is in episodes.parquet, llm_error); first: {str(failed[0].get('llm_error', ''))[:200]}")
 
 
 def per_seed_rows(task: Task, exp, specs: Sequence[RunSpec], records: list[dict[str, Any]],

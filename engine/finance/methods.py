@@ -187,6 +187,8 @@ class FinanceMethod:
                "s": np.asarray(s, np.float64).tolist(), "backend": backend, "model": model}
         for k in STAT_KEYS:
             rec[k] = int(stats[k]) if k in stats else 0
+        if stats.get("llm_errors"):  # requests that failed after their retries (llm.on_error = "record")
+            rec["llm_errors"], rec["llm_error"] = int(stats["llm_errors"]), stats["llm_error"]
         return rec
 
     @staticmethod
@@ -197,7 +199,12 @@ class FinanceMethod:
         key = f"prompts_{stage}"
         for st in owners:
             st[key] += 1
-        return [r.texts for r in llm.generate(requests)]
+        responses = llm.generate(requests)
+        for st, r in zip(owners, responses):
+            if r.error:  # llm.on_error = "record": answered with nothing (parsed as a failure), counted here
+                st["llm_errors"] = st.get("llm_errors", 0) + 1
+                st.setdefault("llm_error", r.error)
+        return [r.texts for r in responses]
 
     def _predict(self, day: int, llm: LLMBackend, industries: list[int], extra, stats: dict) -> dict[int, np.ndarray]:
         """Shared prediction stage: one PREDICT prompt per industry, one batch. ``extra(i)`` -> (experiences, memories)."""

@@ -61,7 +61,7 @@ from engine.forecast.evolution import Evolution, ExperienceBank, Runner
 from engine.forecast.memtools import ProceduralStore
 from engine.forecast.outcome_memory import ReleaseMemo
 from engine.forecast.seed_tools import DEFAULT_GUIDE, seed_tool_sources
-from engine.llm.base import MeteredBackend, Usage
+from engine.llm.base import MeteredBackend, Usage, error_fields
 from engine.rounds import Episode, EpisodeResult
 
 TOOL_MODES = ("foredreamer", "market_informed")  # modes whose subagent runs MemTools in the sandbox
@@ -156,14 +156,15 @@ def _usage_records(meter: MeteredBackend, qids: Sequence[str]) -> list[dict]:
             k = safe.get(Path(key).parent.name)
         if k is None:
             continue
-        for f in USAGE_FIELDS:
-            setattr(out[k], f, getattr(out[k], f) + getattr(u, f))
-            setattr(attributed, f, getattr(attributed, f) + getattr(u, f))
-    if qids:
+        out[k].merge(u)
+        attributed.merge(u)
+    if qids:  # what no question's key names goes to the first question
         for f in USAGE_FIELDS:
             setattr(out[0], f, getattr(out[0], f) + getattr(meter.meter.total, f) - getattr(attributed, f))
+        if meter.meter.total.errors > attributed.errors:
+            out[0]._failed(meter.meter.total.errors - attributed.errors, meter.meter.total.error)
     return [{"llm_calls": u.calls, "llm_samples": u.samples, "prompt_tokens": u.prompt_tokens,
-             "completion_tokens": u.completion_tokens, "llm_latency_s": u.latency_s} for u in out]
+             "completion_tokens": u.completion_tokens, "llm_latency_s": u.latency_s, **error_fields(u)} for u in out]
 
 
 def _labelled(meter: MeteredBackend, records: list[dict], qids: Sequence[str]) -> list[dict]:

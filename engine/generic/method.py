@@ -21,7 +21,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from engine.baselines.common import Attempt, Outcome, derive_seed
-from engine.llm.base import LLMBackend, MeteredBackend, Request
+from engine.llm.base import LLMBackend, MeteredBackend, Request, error_fields
 from engine.memory_budget import MemoryBudget, context_window, count_tokens_for, fit_items, room
 from engine.rounds import Episode, EpisodeResult
 
@@ -73,6 +73,8 @@ def make_memory(name: str, table: Mapping[str, Any] | None, budget: MemoryBudget
 
 class GenericMethod:
     """:class:`engine.rounds.Method` for the generic task (``memory`` None: ``plain``)."""
+
+    context_attrs = ("checker",)  # a function from the config: a checkpoint keeps the live method's
 
     def __init__(self, name: str, memory, checker, budget: MemoryBudget, max_tokens: int = 256,
                  temperature: float = 0.0):
@@ -148,7 +150,7 @@ class GenericMethod:
                    "experience_fitted": bool(fitted[i]), "n_retrieved": len(blocks[i][1]),
                    "calls": use.calls if use else 0,
                    "tokens": (use.prompt_tokens + use.completion_tokens) if use else 0,
-                   "backend": metered.answered_by[0], "model": metered.answered_by[1]}
+                   "backend": metered.answered_by[0], "model": metered.answered_by[1], **error_fields(use)}
             out.append(EpisodeResult(e.episode_id, rec, updates[i]))
         return out
 

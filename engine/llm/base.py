@@ -75,6 +75,9 @@ class Response:
     latency_s: float
     backend: str
     model: str
+    # why the request failed after its retries (llm.on_error = "record": its completions are empty,
+    # finish_reason "error"); "" for an answered request
+    error: str = ""
 
     @property
     def texts(self) -> list[str]:
@@ -104,6 +107,8 @@ class Usage:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     latency_s: float = 0.0
+    errors: int = 0  # requests that failed after their retries (llm.on_error = "record")
+    error: str = ""  # the first one's reason
 
     def add(self, response: Response) -> None:
         self.calls += 1
@@ -111,6 +116,31 @@ class Usage:
         self.prompt_tokens += response.prompt_tokens
         self.completion_tokens += response.completion_tokens
         self.latency_s += response.latency_s
+        if response.error:
+            self._failed(1, response.error)
+
+    def merge(self, other: "Usage") -> None:
+        """Add ``other``'s counts (the first error reason kept)."""
+        self.calls += other.calls
+        self.samples += other.samples
+        self.prompt_tokens += other.prompt_tokens
+        self.completion_tokens += other.completion_tokens
+        self.latency_s += other.latency_s
+        if other.errors:
+            self._failed(other.errors, other.error)
+
+    def _failed(self, n: int, reason: str) -> None:
+        self.errors += n
+        if not self.error:
+            self.error = reason
+
+
+def error_fields(usage: "Usage | None") -> dict:
+    """What a record says of its episode's failed requests: ``{}`` when none failed (a clean run's records
+    are unchanged), else ``llm_errors`` (how many) and ``llm_error`` (the first reason)."""
+    if usage is None or not usage.errors:
+        return {}
+    return {"llm_errors": usage.errors, "llm_error": usage.error}
 
 
 @dataclass
@@ -133,6 +163,8 @@ class UsageMeter:
             total.prompt_tokens += pt
             total.completion_tokens += ct
             total.latency_s += lat
+            if resp.error:
+                total._failed(1, resp.error)
             if by_episode and req.episode is not None:
                 u = per.get(req.episode)
                 if u is None:
@@ -142,6 +174,8 @@ class UsageMeter:
                 u.prompt_tokens += pt
                 u.completion_tokens += ct
                 u.latency_s += lat
+                if resp.error:
+                    u._failed(1, resp.error)
 
 
 def answered_by(backend) -> tuple[str, str]:

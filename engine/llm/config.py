@@ -51,6 +51,10 @@ class LLMConfig:
     timeout_s: float = 120.0
     connect_timeout_s: float = 10.0
     retries: int = 3
+    # a request that still fails after its retries: "fail" stops the run naming the URL and status; "record"
+    # answers it with empty completions (finish_reason "error"), its episode's record says why (llm_errors,
+    # llm_error) and every table counts such episodes, and the rest of the batch and the run go on
+    on_error: Literal["fail", "record"] = "fail"
     backoff_s: float = 0.5
     backoff_max_s: float = 20.0
     # local (llama.cpp in process through xllamacpp)

@@ -88,6 +88,7 @@ class _Job:
     path: str
     want: int  # samples asked for
     result: dict | None = None
+    error: str = ""  # why it failed after its retries (on_error = "record")
     t_start: float = 0.0
     t_end: float = 0.0
 
@@ -114,6 +115,7 @@ class OpenAIBackend:
         usage_sums_choices: bool = True,
         structured_format: str = "response_format",
         extra_body: Mapping[str, Any] | None = None,
+        on_error: str = "fail",
     ):
         if api not in ("completions", "chat"):
             raise InputError(f"api must be 'completions' or 'chat', got {api!r}")
@@ -123,6 +125,9 @@ class OpenAIBackend:
             raise InputError(f"max_concurrency must be >= 1, got {max_concurrency}")
         if timeout_s <= 0:
             raise InputError(f"timeout_s must be > 0, got {timeout_s}")
+        if on_error not in ("fail", "record"):
+            raise InputError(f"on_error must be 'fail' or 'record', got {on_error!r}")
+        self.on_error = on_error
         if structured_format not in ("response_format", "vllm", "llamacpp"):
             raise InputError(f"structured_format must be 'response_format', 'vllm' or 'llamacpp', "
                              f"got {structured_format!r}")
@@ -161,6 +166,7 @@ class OpenAIBackend:
             structured_format=cfg.structured_format,
             usage_sums_choices=cfg.usage_covers_choices == "all",
             extra_body=cfg.extra_body,
+            on_error=cfg.on_error,
         )
 
     @property
@@ -206,7 +212,10 @@ class OpenAIBackend:
         if self.fan_out_n == "auto":
             extra = []
             for k, r in enumerate(requests):
-                got = sum(len(j.result.get("choices") or ()) for j in jobs if j.req_index == k)
+                mine = [j for j in jobs if j.req_index == k]
+                if any(j.error for j in mine):
+                    continue  # a failed request is an error row, not a server that ignores n
+                got = sum(len(j.result.get("choices") or ()) for j in mine)
                 if got < r.n:
                     self.server_ignores_n = True
                     extra += [self._job(k, r, 1, i) for i in range(got, r.n)]
@@ -246,6 +255,11 @@ class OpenAIBackend:
             return
         pool = self._executor()
         futures = [pool.submit(self._attempt, job) for job in jobs]
+        if self.on_error == "record":  # every job runs to its end; a failure is that job's error
+            for job, f in zip(jobs, futures):
+                if f.exception() is not None:
+                    job.error = str(self._failure(f.exception()))
+            return
         done, pending = wait(futures, return_when=FIRST_EXCEPTION)
         for f in done:
             exc = f.exception()
@@ -256,6 +270,13 @@ class OpenAIBackend:
 
     async def _arun(self, jobs: list[_Job]) -> None:
         tasks = [asyncio.ensure_future(self._aattempt(job)) for job in jobs]
+        if self.on_error == "record":
+            for job, out in zip(jobs, await asyncio.gather(*tasks, return_exceptions=True)):
+                if isinstance(out, BaseException):
+                    if not isinstance(out, Exception):
+                        raise out
+                    job.error = str(self._failure(out))
+            return
         done, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
         for t in pending:
             t.cancel()
@@ -300,6 +321,11 @@ class OpenAIBackend:
         raise BackendError(f"{self._what(job)} failed after {self.policy.retries + 1} attempt(s): {last}")
 
     def _response(self, k: int, r: Request, jobs: list[_Job]) -> Response:
+        failed = next((j.error for j in jobs if j.error), "")
+        if failed:  # on_error = "record": the request's samples are empty, and say why
+            return Response(completions=tuple(Completion("", 0, "error") for _ in range(r.n)), prompt_tokens=0,
+                            latency_s=max(j.t_end or j.t_start for j in jobs) - min(j.t_start for j in jobs),
+                            backend=self.name, model=self.model, error=failed)
         texts, reasons, tokens = [], [], []
         prompt_tokens = None
         for job in jobs:

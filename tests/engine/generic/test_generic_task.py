@@ -87,3 +87,14 @@ def test_cli_example_writes_what_the_config_runs(tmp_path, capsys):
 
     assert main(["generic", "example", str(tmp_path / "ex.jsonl")]) == 0
     assert load_problems(tmp_path / "ex.jsonl") == load_problems("example")
+
+
+def test_every_method_checkpoints_and_gives_the_records_of_a_run_without(tmp_path):
+    # every round's state is written as data (engine.codec); the checker function comes from the config
+    over = dict(data={"limit": 20}, report={"plots": False})
+    plain, _ = _run(SHIPPED, tmp_path / "plain", **over)
+    ckpt, _ = _run(SHIPPED, tmp_path / "ckpt", protocol={"checkpoint": True}, **over)
+    assert (tmp_path / "ckpt" / "checkpoint").is_dir()
+    drop = ("wall_s", "llm_latency_s")
+    assert [{k: v for k, v in r.items() if k not in drop} for r in ckpt] == \
+           [{k: v for k, v in r.items() if k not in drop} for r in plain]

@@ -1,0 +1,166 @@
+"""llm.on_error: runs against a loopback OpenAI-compatible server that fails some requests.
+
+The server answers with a task's simulated policy (a test harness, not a model) and, chosen by a hash
+of the request body (so the same requests fail in every run), answers 5% of them with HTTP 500 and
+drops the connection of 1% without an answer. Retries are off, so each of those is a failure. The
+generic task's ``plain`` method (one request per problem, no memory) shows that the other episodes
+equal a clean run's; Game of 24 (ToT, about 60 requests per puzzle) that a search-based task records them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from engine.cli import main
+from engine.game24.simulated_policy import simulated_backend
+from engine.generic.simulated import GenericPolicy
+from engine.llm.base import Request
+from engine.llm.simulated import SimulatedBackend
+
+ROOT = Path(__file__).resolve().parents[3]
+TIMING = {"wall_s", "llm_latency_s"}
+
+
+class PolicyServer:
+    def __init__(self, faults: bool, policy):
+        self.faults, self.failed = faults, 0
+        srv = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *a):
+                pass
+
+            def do_POST(self):
+                raw = self.rfile.read(int(self.headers["Content-Length"]))
+                body = json.loads(raw)
+                roll = int(hashlib.sha256(raw).hexdigest()[:8], 16) % 100 if srv.faults else 99
+                if roll == 0:  # a dropped connection: no answer at all
+                    srv.failed += 1
+                    self.close_connection = True
+                    self.connection.shutdown(2)
+                    return
+                if roll <= 5:
+                    srv.failed += 1
+                    return self._send(500, {"error": {"message": "injected fault"}})
+                prompt = body["messages"][-1]["content"] if "messages" in body else body["prompt"]
+                req = Request(prompt=prompt, n=body.get("n", 1), temperature=body.get("temperature", 0.7),
+                              max_tokens=body.get("max_tokens", 16), stop=tuple(body.get("stop") or ()),
+                              seed=body.get("seed"))
+                (resp,) = policy.generate([req])
+                self._send(200, {"model": "sim", "choices": [
+                    {"index": i, "text": c.text, "finish_reason": c.finish_reason} for i, c in enumerate(resp.completions)],
+                    "usage": {"prompt_tokens": resp.prompt_tokens, "completion_tokens": resp.completion_tokens}})
+
+            def _send(self, status, obj):
+                data = json.dumps(obj).encode()
+                self.send_response(status)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+LLM = ["--set", "llm.backend=openai", "--set", "llm.model=sim", "--set", "llm.retries=0",
+       "--set", "llm.fan_out_n=never"]
+
+
+def _generic(url: str, out: Path, on_error: str, *extra: str) -> int:
+    return main(["run", str(ROOT / "configs/generic-example.toml"), "--out", str(out), "--no-progress",
+                 "--set", 'methods=["plain"]', "--set", "report.plots=false", *LLM,
+                 "--set", f"llm.base_url={url}", "--set", f"llm.on_error={on_error}", *extra])
+
+
+def _game24(url: str, out: Path, on_error: str) -> int:
+    return main(["run", str(ROOT / "configs/game24.toml"), "--out", str(out), "--no-progress",
+                 "--set", 'methods=["tot"]', "--set", "seeds=[0]", "--set", "protocol.test_limit=4",
+                 "--set", "protocol.warmup_sample=0", "--set", "report.plots=false", *LLM,
+                 "--set", f"llm.base_url={url}", "--set", f"llm.on_error={on_error}"])
+
+
+@pytest.fixture
+def servers():
+    made = []
+
+    def make(faults, policy=None):
+        made.append(PolicyServer(faults, policy or SimulatedBackend(GenericPolicy())))
+        return made[-1]
+
+    yield make
+    for s in made:
+        s.close()
+
+
+def test_failed_requests_are_error_rows_and_the_rest_equals_a_clean_run(servers, tmp_path):
+    clean, faulty = servers(False), servers(True)
+    assert _generic(clean.url, tmp_path / "clean", "record") == 0
+    assert _generic(faulty.url, tmp_path / "faulty", "record") == 0
+    want = {r["episode_id"]: r for r in pq.read_table(tmp_path / "clean" / "episodes.parquet").to_pylist()}
+    got = pq.read_table(tmp_path / "faulty" / "episodes.parquet").to_pylist()
+    assert len(got) == len(want) == 60
+    hit = [r for r in got if r.get("llm_errors")]
+    assert 0 < len(hit) == faulty.failed < 60  # one request per problem: one failure, one error row
+    assert all("HTTP 500" in r["llm_error"] or "connection" in r["llm_error"] for r in hit)
+    assert all(not r["correct"] for r in hit)  # answered with nothing: wrong, never skipped
+    # the faulty run's columns llm_errors / llm_error are null on its answered rows
+    same = lambda r: {k: v for k, v in r.items() if k not in TIMING and k not in ("llm_errors", "llm_error")}  # noqa: E731
+    assert all(r["llm_errors"] is None and r["llm_error"] is None for r in got if r not in hit)
+    assert all(same(r) == same(want[r["episode_id"]]) for r in got if not r.get("llm_errors"))
+    summary = json.loads((tmp_path / "faulty" / "summary.json").read_text())
+    assert summary["methods"][0]["failed_episodes"] == len(hit)
+    assert summary["meta"]["llm_errors"] == {"episodes": len(hit), "requests": len(hit), "first": hit[0]["llm_error"]}
+    assert f"{len(hit)} of 60 episodes had LLM requests that failed" in (tmp_path / "faulty" / "table.md").read_text()
+    assert "failed_episodes" not in json.loads((tmp_path / "clean" / "summary.json").read_text())["methods"][0]
+
+
+def test_a_search_task_records_its_failed_requests(servers, tmp_path):
+    faulty = servers(True, simulated_backend())
+    assert _game24(faulty.url, tmp_path / "g", "record") == 0
+    got = pq.read_table(tmp_path / "g" / "episodes.parquet").to_pylist()
+    assert faulty.failed > 0 and sum(r.get("llm_errors") or 0 for r in got) == faulty.failed
+
+
+def test_with_on_error_fail_the_run_stops_naming_the_url_and_status_and_resumes(servers, tmp_path, capsys):
+    clean, faulty = servers(False), servers(True)
+    ckpt = ("--set", "protocol.checkpoint=true")
+    assert _generic(faulty.url, tmp_path / "o", "fail", *ckpt) == 1
+    err = capsys.readouterr().err
+    assert faulty.url in err and ("HTTP 500" in err or "connection" in err)
+    assert not (tmp_path / "o" / "summary.json").exists()
+    faulty.faults = False  # the server recovers: the same command resumes from the last finished round
+    assert _generic(faulty.url, tmp_path / "o", "fail", *ckpt) == 0
+    assert _generic(clean.url, tmp_path / "clean", "fail") == 0
+    rows = lambda d: sorted(({k: v for k, v in r.items() if k not in TIMING}  # noqa: E731
+                             for r in pq.read_table(d / "episodes.parquet").to_pylist()), key=lambda r: r["episode_id"])
+    assert rows(tmp_path / "o") == rows(tmp_path / "clean")
+
+
+def test_finance_records_its_failed_requests(servers, tmp_path):
+    from engine.finance.simulated import policy_for
+
+    faulty = servers(True, SimulatedBackend(policy_for(None)))
+    assert main(["run", str(ROOT / "configs/finance-synthetic.toml"), "--out", str(tmp_path / "f"), "--no-progress",
+                 "--set", 'methods=["Pipe"]', "--set", "seeds=[0]", "--set", "synthetic.n_industries=4",
+                 "--set", "synthetic.n_days=80", "--set", "plots=false",
+                 "--set", "protocol.exploitation_start=\"2025-03-03\"", *LLM,
+                 "--set", f"llm.base_url={faulty.url}", "--set", "llm.on_error=record"]) == 0
+    got = pq.read_table(tmp_path / "f" / "episodes.parquet").to_pylist()
+    assert faulty.failed > 0 and sum(r.get("llm_errors") or 0 for r in got) == faulty.failed
+    summary = json.loads((tmp_path / "f" / "summary.json").read_text())
+    assert summary["meta"]["llm_errors"]["requests"] == faulty.failed
