@@ -174,7 +174,7 @@ def run_task(task: Task, config: Mapping[str, Any], options) -> int:
             except Exception as exc:  # noqa: BLE001 - reported with the final artefacts
                 print(f"warning: episodes.parquet could not be written after run {spec.key}: {exc}", file=sys.stderr)
     summary = task.summarize(exp, records, extras)
-    note = count_failed_requests(summary, records)
+    note = usage_notes(summary, records)
     backend, model = answered_by(records, config)
     failed: list[tuple[str, BaseException]] = []
     try:
@@ -189,7 +189,7 @@ def run_task(task: Task, config: Mapping[str, Any], options) -> int:
         tables, pngs = "", []
     if note:
         tables = f"{tables.rstrip()}\n\n{note}\n" if tables else note
-        print(f"warning: {note}", file=sys.stderr)
+        print(note, file=sys.stderr)
     failed += write_run(out, task=task.name, config=config, options=options, summary=summary, records=records,
                         tables=tables, backend=backend, model=model, wall=wall, seed_rows=seed_rows,
                         errors=[f"{what}: {type(exc).__name__}: {exc}" for what, exc in failed], started_at=started_at)
@@ -204,21 +204,43 @@ def run_task(task: Task, config: Mapping[str, Any], options) -> int:
     return 0
 
 
-def count_failed_requests(summary: Summary, records: Sequence[Mapping[str, Any]]) -> str:
-    """With ``llm.on_error = "record"``: every table row gets ``failed_episodes`` (its episodes with a request
-    that failed after its retries) and ``meta.llm_errors`` the totals; returns the line the tables end with
-    ("" when no request failed)."""
+def usage_notes(summary: Summary, records: Sequence[Mapping[str, Any]]) -> str:
+    """What the records say beyond each task's own columns (:func:`engine.llm.base.usage_fields`), added to
+    every table row and ``summary.json``; returns the lines the tables end with ("" when there is none).
+
+    * ``llm.on_error = "record"``: each row's ``failed_episodes`` (its episodes with a request that failed
+      after its retries), ``meta.llm_errors`` the totals and the first reason;
+    * a server reporting prefix-cache hits: each row's ``cached_tokens`` and ``prefix_cache_hit_rate``
+      (cached / prompt tokens of the requests that reported), ``meta.prefix_cache`` the totals."""
+    def mine(row):
+        return [r for r in records if r.get("method") == row.get("method")
+                and ("part" not in row or r.get("part") == row["part"])]
+
+    notes = []
     failed = [r for r in records if r.get("llm_errors")]
-    if not failed:
-        return ""
-    for row in summary.rows:
-        row["failed_episodes"] = sum(1 for r in failed if r.get("method") == row.get("method")
-                                     and ("part" not in row or r.get("part") == row["part"]))
-    summary.meta["llm_errors"] = {"episodes": len(failed), "requests": int(sum(r["llm_errors"] for r in failed)),
-                                  "first": str(failed[0].get("llm_error", ""))}
-    return (f"{len(failed)} of {len(records)} episodes had LLM requests that failed after their retries "
-            f"(llm.on_error = \"record\": answered with nothing, counted in each row's failed_episodes; the "
-            f"reason is in episodes.parquet, llm_error); first: {str(failed[0].get('llm_error', ''))[:200]}")
+    if failed:
+        for row in summary.rows:
+            row["failed_episodes"] = sum(1 for r in mine(row) if r.get("llm_errors"))
+        summary.meta["llm_errors"] = {"episodes": len(failed), "requests": int(sum(r["llm_errors"] for r in failed)),
+                                      "first": str(failed[0].get("llm_error", ""))}
+        notes.append(f"{len(failed)} of {len(records)} episodes had LLM requests that failed after their retries "
+                     f"(llm.on_error = \"record\": answered with nothing, counted in each row's failed_episodes; "
+                     f"the reason is in episodes.parquet, llm_error); first: "
+                     f"{str(failed[0].get('llm_error', ''))[:200]}")
+    if any(r.get("cache_prompt_tokens") for r in records):
+        def rate(rs):
+            cached = sum(int(r.get("cached_tokens") or 0) for r in rs)
+            prompt = sum(int(r.get("cache_prompt_tokens") or 0) for r in rs)
+            return cached, (cached / prompt if prompt else float("nan"))
+
+        for row in summary.rows:
+            row["cached_tokens"], row["prefix_cache_hit_rate"] = rate(mine(row))
+        cached, hit = rate(records)
+        summary.meta["prefix_cache"] = {"cached_tokens": cached, "hit_rate": hit}
+        notes.append("Prefix cache (server-reported cached prompt tokens / prompt tokens): " + ", ".join(
+            f"{row.get('method')}{' ' + str(row['part']) if 'part' in row else ''} {row['prefix_cache_hit_rate']:.1%}"
+            for row in summary.rows))
+    return "\n\n".join(notes)
 
 
 def per_seed_rows(task: Task, exp, specs: Sequence[RunSpec], records: list[dict[str, Any]],

@@ -32,7 +32,7 @@ from engine.finance import prompts as P
 from engine.finance.config import MemoryConfig, ProtocolConfig, SamplingConfig
 from engine.finance.data import Market
 from engine.llm import structured as S
-from engine.llm.base import LLMBackend, Request
+from engine.llm.base import LLMBackend, Request, Usage, usage_fields
 from engine.llm.structured import Constraint
 from engine.rounds import Episode, EpisodeResult
 from engine.store import FeedbackLedger
@@ -187,8 +187,8 @@ class FinanceMethod:
                "s": np.asarray(s, np.float64).tolist(), "backend": backend, "model": model}
         for k in STAT_KEYS:
             rec[k] = int(stats[k]) if k in stats else 0
-        if stats.get("llm_errors"):  # requests that failed after their retries (llm.on_error = "record")
-            rec["llm_errors"], rec["llm_error"] = int(stats["llm_errors"]), stats["llm_error"]
+        if "usage" in stats:  # failed requests (llm.on_error = "record"), prefix-cache hits
+            rec.update(usage_fields(stats["usage"]))
         return rec
 
     @staticmethod
@@ -201,9 +201,8 @@ class FinanceMethod:
             st[key] += 1
         responses = llm.generate(requests)
         for st, r in zip(owners, responses):
-            if r.error:  # llm.on_error = "record": answered with nothing (parsed as a failure), counted here
-                st["llm_errors"] = st.get("llm_errors", 0) + 1
-                st.setdefault("llm_error", r.error)
+            if r.error or r.cached_tokens is not None:  # a failed request, prefix-cache hits: the episode's Usage
+                st.setdefault("usage", Usage())._note(r)
         return [r.texts for r in responses]
 
     def _predict(self, day: int, llm: LLMBackend, industries: list[int], extra, stats: dict) -> dict[int, np.ndarray]:

@@ -61,11 +61,12 @@ from engine.forecast.evolution import Evolution, ExperienceBank, Runner
 from engine.forecast.memtools import ProceduralStore
 from engine.forecast.outcome_memory import ReleaseMemo
 from engine.forecast.seed_tools import DEFAULT_GUIDE, seed_tool_sources
-from engine.llm.base import MeteredBackend, Usage, error_fields
+from engine.llm.base import MeteredBackend, Usage, usage_fields
 from engine.rounds import Episode, EpisodeResult
 
 TOOL_MODES = ("foredreamer", "market_informed")  # modes whose subagent runs MemTools in the sandbox
-USAGE_FIELDS = ("calls", "samples", "prompt_tokens", "completion_tokens", "latency_s")
+USAGE_FIELDS = ("calls", "samples", "prompt_tokens", "completion_tokens", "latency_s", "cached_tokens",
+                "cache_prompt_tokens")
 
 
 def pack(obj) -> np.ndarray:
@@ -164,7 +165,7 @@ def _usage_records(meter: MeteredBackend, qids: Sequence[str]) -> list[dict]:
         if meter.meter.total.errors > attributed.errors:
             out[0]._failed(meter.meter.total.errors - attributed.errors, meter.meter.total.error)
     return [{"llm_calls": u.calls, "llm_samples": u.samples, "prompt_tokens": u.prompt_tokens,
-             "completion_tokens": u.completion_tokens, "llm_latency_s": u.latency_s, **error_fields(u)} for u in out]
+             "completion_tokens": u.completion_tokens, "llm_latency_s": u.latency_s, **usage_fields(u)} for u in out]
 
 
 def _labelled(meter: MeteredBackend, records: list[dict], qids: Sequence[str]) -> list[dict]:

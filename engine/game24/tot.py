@@ -91,7 +91,7 @@ from engine.game24.hooks import (
     request_seed,
 )
 from engine.game24.trajectory import Branch, canonical_numbers
-from engine.llm.base import LLMBackend, MeteredBackend, Request, Usage, answered_by, error_fields
+from engine.llm.base import LLMBackend, MeteredBackend, Request, Usage, answered_by, usage_fields
 from engine.llm.structured import GAME24_ANSWER, GAME24_STEP, GAME24_STEP_LINE, GAME24_VALUE
 from engine.rounds import Episode, EpisodeResult, Snapshot
 
@@ -614,7 +614,7 @@ class ToTMethod:
         for run, (outputs, verdicts), trace, upd in zip(runs, finals, traces, updates):
             usage = metered.meter.per_episode.get(run.key, Usage())
             rec = _record(self, run, trace, usage, wall)
-            rec.update(error_fields(usage))  # requests that failed after their retries (llm.on_error = "record")
+            rec.update(usage_fields(usage))  # failed requests (llm.on_error = "record"), prefix-cache hits
             rec["backend"], rec["model"] = answered_by(llm)  # a replay: the backend that recorded it
             results.append(EpisodeResult(run.episode.episode_id, rec, upd))
         return results

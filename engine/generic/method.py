@@ -21,7 +21,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from engine.baselines.common import Attempt, Outcome, derive_seed
-from engine.llm.base import LLMBackend, MeteredBackend, Request, error_fields
+from engine.llm.base import LLMBackend, MeteredBackend, Request, usage_fields
 from engine.memory_budget import MemoryBudget, context_window, count_tokens_for, fit_items, room
 from engine.rounds import Episode, EpisodeResult
 
@@ -150,7 +150,7 @@ class GenericMethod:
                    "experience_fitted": bool(fitted[i]), "n_retrieved": len(blocks[i][1]),
                    "calls": use.calls if use else 0,
                    "tokens": (use.prompt_tokens + use.completion_tokens) if use else 0,
-                   "backend": metered.answered_by[0], "model": metered.answered_by[1], **error_fields(use)}
+                   "backend": metered.answered_by[0], "model": metered.answered_by[1], **usage_fields(use)}
             out.append(EpisodeResult(e.episode_id, rec, updates[i]))
         return out
 

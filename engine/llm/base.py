@@ -78,6 +78,9 @@ class Response:
     # why the request failed after its retries (llm.on_error = "record": its completions are empty,
     # finish_reason "error"); "" for an answered request
     error: str = ""
+    # prompt tokens the server answered from its prefix cache (OpenAI / vLLM usage.prompt_tokens_details,
+    # llama.cpp timings.cache_n); None where the backend does not report it
+    cached_tokens: int | None = None
 
     @property
     def texts(self) -> list[str]:
@@ -109,6 +112,8 @@ class Usage:
     latency_s: float = 0.0
     errors: int = 0  # requests that failed after their retries (llm.on_error = "record")
     error: str = ""  # the first one's reason
+    cached_tokens: int = 0  # prompt tokens served from the server's prefix cache
+    cache_prompt_tokens: int = 0  # prompt tokens of the requests whose server reported cached_tokens
 
     def add(self, response: Response) -> None:
         self.calls += 1
@@ -116,8 +121,8 @@ class Usage:
         self.prompt_tokens += response.prompt_tokens
         self.completion_tokens += response.completion_tokens
         self.latency_s += response.latency_s
-        if response.error:
-            self._failed(1, response.error)
+        if response.error or response.cached_tokens is not None:
+            self._note(response)
 
     def merge(self, other: "Usage") -> None:
         """Add ``other``'s counts (the first error reason kept)."""
@@ -128,19 +133,36 @@ class Usage:
         self.latency_s += other.latency_s
         if other.errors:
             self._failed(other.errors, other.error)
+        self.cached_tokens += other.cached_tokens
+        self.cache_prompt_tokens += other.cache_prompt_tokens
 
     def _failed(self, n: int, reason: str) -> None:
         self.errors += n
         if not self.error:
             self.error = reason
 
+    def _note(self, response: Response) -> None:
+        """What a response says beyond the counts: its failure, its prefix-cache hits."""
+        if response.error:
+            self._failed(1, response.error)
+        if response.cached_tokens is not None:
+            self.cached_tokens += response.cached_tokens
+            self.cache_prompt_tokens += response.prompt_tokens
 
-def error_fields(usage: "Usage | None") -> dict:
-    """What a record says of its episode's failed requests: ``{}`` when none failed (a clean run's records
-    are unchanged), else ``llm_errors`` (how many) and ``llm_error`` (the first reason)."""
-    if usage is None or not usage.errors:
-        return {}
-    return {"llm_errors": usage.errors, "llm_error": usage.error}
+
+def usage_fields(usage: "Usage | None") -> dict:
+    """What a record says of its episode's requests beyond the counts every task records: ``llm_errors`` and
+    ``llm_error`` (the first reason) when some failed after their retries (``llm.on_error = "record"``), and
+    ``cached_tokens`` / ``cache_prompt_tokens`` when the server reported prefix-cache hits. ``{}`` otherwise
+    (a simulated run's records are unchanged)."""
+    out: dict = {}
+    if usage is None:
+        return out
+    if usage.errors:
+        out.update(llm_errors=usage.errors, llm_error=usage.error)
+    if usage.cache_prompt_tokens:
+        out.update(cached_tokens=usage.cached_tokens, cache_prompt_tokens=usage.cache_prompt_tokens)
+    return out
 
 
 @dataclass
@@ -163,8 +185,9 @@ class UsageMeter:
             total.prompt_tokens += pt
             total.completion_tokens += ct
             total.latency_s += lat
-            if resp.error:
-                total._failed(1, resp.error)
+            extra = resp.error or resp.cached_tokens is not None
+            if extra:
+                total._note(resp)
             if by_episode and req.episode is not None:
                 u = per.get(req.episode)
                 if u is None:
@@ -174,8 +197,8 @@ class UsageMeter:
                 u.prompt_tokens += pt
                 u.completion_tokens += ct
                 u.latency_s += lat
-                if resp.error:
-                    u._failed(1, resp.error)
+                if extra:
+                    u._note(resp)
 
 
 def answered_by(backend) -> tuple[str, str]:

@@ -92,8 +92,9 @@ class LLMConfig:
     engine_kwargs: dict[str, Any] = field(default_factory=dict)
     extra_body: dict[str, Any] = field(default_factory=dict)
     # an OpenAI-compatible server's usage.completion_tokens for n > 1: the sum over choices ("all", the
-    # OpenAI API) or one choice's count ("one": llama.cpp's server; the choices are then estimated)
-    usage_covers_choices: Literal["all", "one"] = "all"
+    # OpenAI API) or one choice's count ("one": llama.cpp's server; the choices are then estimated); "auto" asks
+    # the server once (a 2-choice probe of 4 tokens each) before the first request with n > 1
+    usage_covers_choices: Literal["auto", "all", "one"] = "auto"
     # a vLLM server's Prometheus endpoint read during each run (engine.llm.engine_metrics): "" = none,
     # "auto" = base_url's server root + /metrics (openai backend), or a URL; every metrics_interval_s seconds
     metrics_url: str = ""

@@ -11,7 +11,10 @@
   timeouts, refused or dropped connections and unreadable bodies; other 4xx fail
   at once. After the retries a :class:`~engine.errors.BackendError` names the
   endpoint and the last failure, and the whole batch fails (nothing partial is
-  returned).
+  returned); with ``on_error="record"`` that request is answered with empty
+  completions and ``Response.error`` instead, and the rest of the batch as usual.
+* ``Response.cached_tokens``: the prompt tokens the server took from its prefix
+  cache, where it reports them.
 * ``n``: ``fan_out_n="auto"`` asks for ``n`` and, when the server returns fewer
   choices (some ignore ``n``), requests the missing samples one by one and
   fans out directly from then on; ``"always"`` always sends ``n`` requests of
@@ -24,7 +27,8 @@ Token counts: prompt tokens come from the server's ``usage``. For ``n=1`` the
 completion count is the server's. For ``n>1`` the OpenAI API reports the sum
 over choices; it is split over the choices in proportion to their length.
 Servers whose ``usage`` is not a sum (llama.cpp reports one choice's count;
-``usage_sums_choices=False``) get per-choice estimates instead (words and
+``usage_sums_choices=False``; ``None`` asks the server once with a 2-choice probe)
+get per-choice estimates instead (words and
 punctuation marks; a choice cut by ``length`` counts ``max_tokens``); use
 ``fan_out_n="always"`` where exact per-sample counts matter.
 
@@ -112,7 +116,7 @@ class OpenAIBackend:
         backoff_max_s: float = 20.0,
         api_key: str | None = None,
         name: str = "openai",
-        usage_sums_choices: bool = True,
+        usage_sums_choices: bool | None = True,
         structured_format: str = "response_format",
         extra_body: Mapping[str, Any] | None = None,
         on_error: str = "fail",
@@ -143,7 +147,10 @@ class OpenAIBackend:
         self.policy = RetryPolicy(int(retries), float(backoff_s), float(backoff_max_s))
         self.retries = self.policy.retries
         self.server_ignores_n = fan_out_n == "always"
-        self.usage_sums_choices = bool(usage_sums_choices)
+        # whether usage.completion_tokens of an n > 1 request sums its choices (the OpenAI API, vLLM) or is one
+        # choice's (llama.cpp's server); None: ask the server once, before the first batch with n > 1
+        self.usage_sums_choices = None if usage_sums_choices is None else bool(usage_sums_choices)
+        self.usage_detected = ""  # what the probe found ("all", "one", or why it could not tell)
         self.extra_body = dict(extra_body or {})  # merged into every request (llm.extra_body)
         self._pool: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
@@ -164,7 +171,7 @@ class OpenAIBackend:
             backoff_s=cfg.backoff_s,
             backoff_max_s=cfg.backoff_max_s,
             structured_format=cfg.structured_format,
-            usage_sums_choices=cfg.usage_covers_choices == "all",
+            usage_sums_choices={"all": True, "one": False, "auto": None}[cfg.usage_covers_choices],
             extra_body=cfg.extra_body,
             on_error=cfg.on_error,
         )
@@ -202,6 +209,8 @@ class OpenAIBackend:
                 raise InputError(f"requests[{i}] must be a Request, got {type(r).__name__}")
         if not requests:
             return []
+        if self.usage_sums_choices is None and any(r.n > 1 for r in requests) and not self.server_ignores_n:
+            self._detect_usage()
         jobs: list[_Job] = []
         for k, r in enumerate(requests):
             if r.n > 1 and self.server_ignores_n:
@@ -223,6 +232,35 @@ class OpenAIBackend:
                 self._run(extra)
                 jobs += extra
         return [self._response(k, r, [j for j in jobs if j.req_index == k]) for k, r in enumerate(requests)]
+
+    PROBE_TOKENS = 4
+
+    def _detect_usage(self) -> None:
+        """``usage_covers_choices = "auto"``: one request of 2 choices cut at PROBE_TOKENS tokens each. A server
+        that reports 2 x PROBE_TOKENS completion tokens sums its choices, one that reports PROBE_TOKENS counts
+        one; anything else (a choice that stopped early, a server that ignores n or fails) keeps the OpenAI
+        API's meaning (a sum) and says why in ``usage_detected``."""
+        probe = Request(prompt="Count to fifty: 1, 2, 3, 4, 5, 6, 7, 8, 9, 10,", n=2, temperature=1.0,
+                        max_tokens=self.PROBE_TOKENS, seed=0)
+        job = self._job(-1, probe, 2, None)
+        try:
+            self._run([job])
+        except BackendError as exc:
+            job.error = str(exc)
+        self.usage_sums_choices = True
+        if job.error:
+            self.usage_detected = f"all (assumed: the probe failed: {job.error[:200]})"
+            return
+        choices = job.result.get("choices") or []
+        reported = (job.result.get("usage") or {}).get("completion_tokens")
+        if len(choices) < 2 or reported is None or any(_finish(c.get("finish_reason")) != "length" for c in choices):
+            self.usage_detected = "all (assumed: the probe's 2 choices were not both cut at max_tokens)"
+        elif int(reported) == self.PROBE_TOKENS * len(choices):
+            self.usage_detected = "all"
+        elif int(reported) == self.PROBE_TOKENS:
+            self.usage_sums_choices, self.usage_detected = False, "one"
+        else:
+            self.usage_detected = f"all (assumed: {reported} completion tokens for 2 choices of {self.PROBE_TOKENS})"
 
     def _job(self, k: int, r: Request, n: int, sample: int | None) -> _Job:
         chat = r.messages is not None or self.api == "chat"
@@ -327,12 +365,13 @@ class OpenAIBackend:
                             latency_s=max(j.t_end or j.t_start for j in jobs) - min(j.t_start for j in jobs),
                             backend=self.name, model=self.model, error=failed)
         texts, reasons, tokens = [], [], []
-        prompt_tokens = None
+        prompt_tokens = cached = None
         for job in jobs:
             choices = sorted(job.result["choices"], key=lambda c: c.get("index", 0))
             usage = job.result.get("usage") or {}
             if prompt_tokens is None and usage.get("prompt_tokens") is not None:
                 prompt_tokens = int(usage["prompt_tokens"])
+                cached = _cached_tokens(job.result, usage)
             t = [_choice_text(c) for c in choices]
             fr = [_finish(c.get("finish_reason")) for c in choices]
             texts += t
@@ -347,7 +386,20 @@ class OpenAIBackend:
             latency_s=max(j.t_end for j in jobs) - min(j.t_start for j in jobs),
             backend=self.name,
             model=self.model or str(jobs[0].result.get("model", "")),
+            cached_tokens=cached,
         )
+
+
+def _cached_tokens(result: dict, usage: dict) -> int | None:
+    """Prompt tokens served from the server's prefix cache: ``usage.prompt_tokens_details.cached_tokens``
+    (OpenAI, vLLM, SGLang) or llama.cpp's ``timings.cache_n``; None when the server does not say."""
+    details = usage.get("prompt_tokens_details")
+    if isinstance(details, dict) and isinstance(details.get("cached_tokens"), int):
+        return int(details["cached_tokens"])
+    timings = result.get("timings")
+    if isinstance(timings, dict) and isinstance(timings.get("cache_n"), int):
+        return int(timings["cache_n"])
+    return None
 
 
 def _checked(result) -> dict:

@@ -68,6 +68,19 @@ def test_openai_backend_real_server_n_and_batch(server):
     assert out[1].completions[0].completion_tokens <= 4
 
 
+def test_usage_covers_choices_auto_asks_the_server_and_cached_tokens_are_read(server):
+    # llama.cpp's server reports one choice's completion tokens for n > 1: the probe finds it, and each
+    # choice is then counted from its own text, never halved from a shared total
+    with OpenAIBackend(server, max_concurrency=2, retries=0, timeout_s=120, usage_sums_choices=None) as b:
+        prompt = P.propose_prompt("4 9 10 13")
+        first = b.generate([Request(prompt=prompt, n=2, max_tokens=6, seed=1, temperature=1.0)])[0]
+        assert b.usage_detected == "one" and b.usage_sums_choices is False
+        assert [c.completion_tokens for c in first.completions if c.finish_reason == "length"] in ([], [6], [6, 6])
+        again = b.generate([Request(prompt=prompt, n=1, max_tokens=4, seed=2)])[0]
+    # the same long prompt again: the server answers most of it from its prefix cache, and says so
+    assert again.cached_tokens is not None and 0 < again.cached_tokens <= again.prompt_tokens
+
+
 def test_openai_backend_server_killed_mid_batch():
     proc, url = _start_server(parallel=2)
     b = OpenAIBackend(url, retries=1, backoff_s=0.1, backoff_max_s=0.2, timeout_s=60, max_concurrency=2)

@@ -250,3 +250,59 @@ def test_engine_kwargs_reach_vllm_llm(monkeypatch):
     vllm_backend.VLLMBackend.from_config(cfg)
     assert seen["max_num_seqs"] == 64 and seen["enable_prefix_caching"] is True and seen["quantization"] == "awq"
     assert seen["model"] == "/models/m" and seen["dtype"] == "auto"
+
+
+class _UsageServer:
+    """An in-process transport whose usage for n > 1 covers ``covers`` choices (1 or n), cut at max_tokens."""
+
+    endpoint = "fake://usage"
+
+    def __init__(self, covers_all: bool, cached=None):
+        self.covers_all, self.cached, self.seen = covers_all, cached, []
+
+    def post(self, path, payload, timeout):
+        self.seen.append(payload)
+        n, k = payload.get("n", 1), payload["max_tokens"]
+        usage = {"prompt_tokens": 20, "completion_tokens": k * n if self.covers_all else k}
+        if self.cached is not None:
+            usage["prompt_tokens_details"] = {"cached_tokens": self.cached}
+        return {"choices": [{"index": i, "text": "x " * k, "finish_reason": "length"} for i in range(n)],
+                "usage": usage}
+
+
+@pytest.mark.parametrize("covers_all, want", [(True, "all"), (False, "one")])
+def test_usage_covers_choices_auto_probes_once(covers_all, want):
+    server = _UsageServer(covers_all)
+    b = OpenAIBackend(server, "m", usage_sums_choices=None)
+    b.generate([Request(prompt="p", n=1, max_tokens=3)])
+    assert not server.seen[0].get("n", 1) > 1 and b.usage_detected == ""  # no n > 1 yet: nothing asked
+    out = b.generate([Request(prompt="p", n=2, max_tokens=6)])
+    b.generate([Request(prompt="p", n=3, max_tokens=6)])
+    probes = [p for p in server.seen if p["max_tokens"] == OpenAIBackend.PROBE_TOKENS]
+    assert len(probes) == 1 and probes[0]["n"] == 2  # asked once, before the first n > 1 request
+    assert b.usage_detected == want and b.usage_sums_choices is covers_all
+    assert [c.completion_tokens for c in out[0].completions] == [6, 6]  # each choice cut at 6: never halved
+
+
+def test_usage_probe_that_cannot_tell_keeps_the_sum_and_says_why():
+    class Unclear(_UsageServer):
+        def post(self, path, payload, timeout):
+            out = super().post(path, payload, timeout)
+            out["usage"]["completion_tokens"] = 5
+            return out
+
+    b = OpenAIBackend(Unclear(True), "m", usage_sums_choices=None)
+    b.generate([Request(prompt="p", n=2, max_tokens=6)])
+    assert b.usage_sums_choices is True and b.usage_detected.startswith("all (assumed: 5 completion tokens")
+
+
+def test_cached_tokens_are_read_and_metered():
+    from engine.llm.base import MeteredBackend, usage_fields
+
+    b = MeteredBackend(OpenAIBackend(_UsageServer(True, cached=16), "m"))
+    out = b.generate([Request(prompt="p", max_tokens=2, episode="e1"), Request(prompt="q", max_tokens=2, episode="e1")])
+    assert [r.cached_tokens for r in out] == [16, 16]
+    assert usage_fields(b.meter.per_episode["e1"]) == {"cached_tokens": 32, "cache_prompt_tokens": 40}
+    plain = MeteredBackend(OpenAIBackend(_UsageServer(True), "m"))
+    plain.generate([Request(prompt="p", max_tokens=2, episode="e1")])
+    assert usage_fields(plain.meter.per_episode["e1"]) == {}  # not reported: the record is unchanged

@@ -30,7 +30,7 @@ TIMING = {"wall_s", "llm_latency_s"}
 
 class PolicyServer:
     def __init__(self, faults: bool, policy):
-        self.faults, self.failed = faults, 0
+        self.faults, self.failed, self.cache = faults, 0, False
         srv = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -58,7 +58,9 @@ class PolicyServer:
                 (resp,) = policy.generate([req])
                 self._send(200, {"model": "sim", "choices": [
                     {"index": i, "text": c.text, "finish_reason": c.finish_reason} for i, c in enumerate(resp.completions)],
-                    "usage": {"prompt_tokens": resp.prompt_tokens, "completion_tokens": resp.completion_tokens}})
+                    "usage": {"prompt_tokens": resp.prompt_tokens, "completion_tokens": resp.completion_tokens,
+                              **({"prompt_tokens_details": {"cached_tokens": resp.prompt_tokens // 4}}
+                                 if srv.cache else {})}})
 
             def _send(self, status, obj):
                 data = json.dumps(obj).encode()
@@ -164,3 +166,16 @@ def test_finance_records_its_failed_requests(servers, tmp_path):
     assert faulty.failed > 0 and sum(r.get("llm_errors") or 0 for r in got) == faulty.failed
     summary = json.loads((tmp_path / "f" / "summary.json").read_text())
     assert summary["meta"]["llm_errors"]["requests"] == faulty.failed
+
+
+def test_prefix_cache_hits_a_server_reports_reach_every_row(servers, tmp_path):
+    srv = servers(False)
+    srv.cache = True  # a quarter of every prompt "from the cache"
+    assert _generic(srv.url, tmp_path / "c", "fail") == 0
+    got = pq.read_table(tmp_path / "c" / "episodes.parquet").to_pylist()
+    assert all(0 < r["cached_tokens"] <= r["cache_prompt_tokens"] / 4 for r in got)
+    summary = json.loads((tmp_path / "c" / "summary.json").read_text())
+    row = summary["methods"][0]
+    assert row["cached_tokens"] == sum(r["cached_tokens"] for r in got)
+    assert 0.2 < row["prefix_cache_hit_rate"] <= 0.25 and summary["meta"]["prefix_cache"]["cached_tokens"] == row["cached_tokens"]
+    assert "Prefix cache (server-reported" in (tmp_path / "c" / "table.md").read_text()
