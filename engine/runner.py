@@ -175,6 +175,7 @@ def run_task(task: Task, config: Mapping[str, Any], options) -> int:
                 print(f"warning: episodes.parquet could not be written after run {spec.key}: {exc}", file=sys.stderr)
     summary = task.summarize(exp, records, extras)
     note = usage_notes(summary, records)
+    summary.meta.setdefault("token_counter", token_counter(config))
     backend, model = answered_by(records, config)
     failed: list[tuple[str, BaseException]] = []
     try:
@@ -202,6 +203,17 @@ def run_task(task: Task, config: Mapping[str, Any], options) -> int:
     print(f"results: {out}/ (" + ", ".join(["episodes.parquet", "summary.json", "summary.parquet", "table.md",
                                              "config.toml", *pngs]) + ")")
     return 0
+
+
+def token_counter(config: Mapping[str, Any]) -> str:
+    """Who counted the run's tokens for budgets and token columns (``llm.tokenizer``, engine.llm.tokenizer)."""
+    from engine.llm.config import load_llm_config
+    from engine.llm.tokenizer import describe
+
+    try:
+        return describe(load_llm_config(config.get("llm")))
+    except Exception:  # noqa: BLE001 - a task without an [llm] section of the engine's form
+        return ""
 
 
 def usage_notes(summary: Summary, records: Sequence[Mapping[str, Any]]) -> str:

@@ -95,6 +95,10 @@ class LLMConfig:
     # OpenAI API) or one choice's count ("one": llama.cpp's server; the choices are then estimated); "auto" asks
     # the server once (a 2-choice probe of 4 tokens each) before the first request with n > 1
     usage_covers_choices: Literal["auto", "all", "one"] = "auto"
+    # who counts tokens for budgets, context fitting and token columns (engine.llm.tokenizer): "auto" (the
+    # backend's own: llama.cpp / vLLM /tokenize, vLLM's tokenizer; the estimate for simulated policies),
+    # "server", "estimate", a tokenizer.json path, or "tiktoken:NAME"
+    tokenizer: str = "auto"
     # a vLLM server's Prometheus endpoint read during each run (engine.llm.engine_metrics): "" = none,
     # "auto" = base_url's server root + /metrics (openai backend), or a URL; every metrics_interval_s seconds
     metrics_url: str = ""
@@ -136,6 +140,9 @@ class LLMConfig:
             f"llm.base_url must start with http:// or https://, got {self.base_url!r}",
         )
         check(bool(self.api_key_env.strip()), "llm.api_key_env must name an environment variable, got ''")
+        from engine.llm.tokenizer import check_spec
+
+        check_spec(self.tokenizer)
         bad = [k for k in self.unconstrained if k not in KINDS]
         check(not bad, f"llm.unconstrained: unknown prompt kind(s) {bad}; valid kinds: {', '.join(KINDS)}")
         check(

@@ -54,6 +54,9 @@ def make_backend(cfg: LLMConfig, policy=None) -> LLMBackend:
         params = cfg.server_model
         return ServerModelBackend(make_backend(cfg.served, policy), params.profile(), params.time_scale)
     backend = _make(cfg, policy)
+    from engine.llm.tokenizer import attach
+
+    attach(backend, cfg)  # llm.tokenizer: the model's own count_tokens (engine.llm.tokenizer)
     window = known_context_window(cfg)
     if window:
         backend.context_window = window  # read by engine.memory_budget.context_window

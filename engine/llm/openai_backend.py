@@ -28,8 +28,9 @@ completion count is the server's. For ``n>1`` the OpenAI API reports the sum
 over choices; it is split over the choices in proportion to their length.
 Servers whose ``usage`` is not a sum (llama.cpp reports one choice's count;
 ``usage_sums_choices=False``; ``None`` asks the server once with a 2-choice probe)
-get per-choice estimates instead (words and
-punctuation marks; a choice cut by ``length`` counts ``max_tokens``); use
+get per-choice counts instead (the backend's ``count_tokens``, the model's
+tokenizer where ``llm.tokenizer`` gives one, else words and punctuation marks;
+a choice cut by ``length`` counts ``max_tokens``); use
 ``fan_out_n="always"`` where exact per-sample counts matter.
 
 The transport is pluggable: :class:`HTTPTransport` or any object with
@@ -366,6 +367,7 @@ class OpenAIBackend:
                             backend=self.name, model=self.model, error=failed)
         texts, reasons, tokens = [], [], []
         prompt_tokens = cached = None
+        count = getattr(self, "count_tokens", None) or count_tokens  # the model's tokenizer (llm.tokenizer)
         for job in jobs:
             choices = sorted(job.result["choices"], key=lambda c: c.get("index", 0))
             usage = job.result.get("usage") or {}
@@ -376,10 +378,11 @@ class OpenAIBackend:
             fr = [_finish(c.get("finish_reason")) for c in choices]
             texts += t
             reasons += fr
-            tokens += _split_tokens(t, fr, usage.get("completion_tokens"), r.max_tokens, self.usage_sums_choices)
+            tokens += _split_tokens(t, fr, usage.get("completion_tokens"), r.max_tokens, self.usage_sums_choices,
+                                    count)
         texts, reasons, tokens = texts[: r.n], reasons[: r.n], tokens[: r.n]
         if prompt_tokens is None:
-            prompt_tokens = count_tokens(r.prompt if r.prompt is not None else json.dumps(list(r.messages)))
+            prompt_tokens = count(r.prompt if r.prompt is not None else json.dumps(list(r.messages)))
         return Response(
             completions=tuple(Completion(t, n, f) for t, n, f in zip(texts, tokens, reasons)),
             prompt_tokens=prompt_tokens,
@@ -422,8 +425,9 @@ def _finish(reason) -> str:
     return reason if reason in ("stop", "length") else ("stop" if reason is None else str(reason))
 
 
-def _split_tokens(texts: list[str], reasons: list[str], total, max_tokens: int, is_sum: bool = True) -> list[int]:
-    est = [max_tokens if fr == "length" else min(max_tokens, count_tokens(t)) for t, fr in zip(texts, reasons)]
+def _split_tokens(texts: list[str], reasons: list[str], total, max_tokens: int, is_sum: bool = True,
+                  count=count_tokens) -> list[int]:
+    est = [max_tokens if fr == "length" else min(max_tokens, count(t)) for t, fr in zip(texts, reasons)]
     if total is None:
         return est
     total = int(total)

@@ -71,6 +71,14 @@ class VLLMBackend:
             **cfg.engine_kwargs,  # llm.engine_kwargs: the rest of vLLM's EngineArgs, as given
         )
 
+    def tokenizer_counter(self):
+        """The engine's own tokenizer as a cached counter (``llm.tokenizer = "auto"``)."""
+        from engine.llm.tokenizer import CountCache
+
+        tok = self.llm.get_tokenizer()
+        return CountCache(lambda text: len(tok.encode(text, add_special_tokens=False)),
+                          f"vLLM tokenizer ({self.model})")
+
     def _prompt(self, r: Request) -> str:
         if r.prompt is not None:
             return r.prompt

@@ -81,6 +81,40 @@ def test_usage_covers_choices_auto_asks_the_server_and_cached_tokens_are_read(se
     assert again.cached_tokens is not None and 0 < again.cached_tokens <= again.prompt_tokens
 
 
+def test_local_backend_counts_tokens_as_its_server_tokenizes():
+    import json
+    import urllib.request
+
+    from engine.finance import prompts as F
+    from engine.generic.method import prompt as generic_prompt
+    from engine.llm.config import load_llm_config
+    from engine.llm.factory import make_backend
+    from engine.llm.tokenizer import label_of
+    from engine.llm.tokens import count_tokens
+    from engine.memory_budget import token_counter
+
+    prompts = [P.propose_prompt("4 9 10 13"), P.value_prompt("4 9 10"), P.value_last_step_prompt("4 9 10 13", "(10 - 4) * (13 - 9) = 24"),
+               P.answer_prompt("4 9 10 13", ["13 - 9 = 4 (left: 4 4 10)", "10 + 4 = 14 (left: 4 14)"]),
+               F.sentiment_prompt("Banks", "Rates cut", "The central bank cut rates by 50 basis points."),
+               F.route_prompt("Banks", ["rates", "credit"], "Rates cut", "The central bank cut rates."),
+               generic_prompt("Compute 17 * 23.", "Example 1 - Success: 2 + 2 = 4")]
+    b = make_backend(load_llm_config({"llm": {"backend": "local", "parallel": 1, "threads": 1, "context": 1024}}))
+    try:
+        root = b.base_url[: -len("/v1")]
+
+        def tokenize(text):
+            req = urllib.request.Request(root + "/tokenize", data=json.dumps({"content": text}).encode(),
+                                         headers={"Content-Type": "application/json"})
+            return len(json.loads(urllib.request.urlopen(req, timeout=60).read())["tokens"])
+
+        count = token_counter(b)
+        assert [count(p) for p in prompts] == [tokenize(p) for p in prompts]
+        assert any(count(p) != count_tokens(p) for p in prompts)  # the estimate was off
+        assert label_of(b).startswith("server /tokenize")
+    finally:
+        b.close()
+
+
 def test_openai_backend_server_killed_mid_batch():
     proc, url = _start_server(parallel=2)
     b = OpenAIBackend(url, retries=1, backoff_s=0.1, backoff_max_s=0.2, timeout_s=60, max_concurrency=2)
