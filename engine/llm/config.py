@@ -82,10 +82,12 @@ class LLMConfig:
     server_backend: Literal["simulated", "replay"] = "simulated"
     server_model: ServerModelParams = field(default_factory=ServerModelParams)
     # structured outputs (engine.llm.structured): off entirely, or off for some prompt kinds; how an
-    # OpenAI-compatible server is told (response_format | vllm guided_* fields | llamacpp json_schema/grammar)
+    # OpenAI-compatible server is told: "auto" = the server's own dialect (GET /v1/models owned_by), or
+    # response_format | vllm (guided_* fields) | llamacpp (json_schema / grammar) | sglang (regex / ebnf); a
+    # constraint the dialect cannot carry is refused, never dropped
     structured: bool = True
     unconstrained: tuple[str, ...] = ()
-    structured_format: Literal["response_format", "vllm", "llamacpp"] = "response_format"
+    structured_format: Literal["auto", "response_format", "vllm", "llamacpp", "sglang"] = "auto"
     # passed through: engine_kwargs to the in-process vllm.LLM(...) (EngineArgs: max_num_seqs, quantization,
     # enable_prefix_caching, trust_remote_code, ...; checked against EngineArgs where vLLM is installed),
     # extra_body merged into every OpenAI-compatible request (a server's own sampling fields, e.g. top_k)

@@ -51,10 +51,10 @@ from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any, Mapping, Protocol, Sequence
 
-from engine.errors import BackendError, InputError
+from engine.errors import BackendError, ConfigError, InputError
 from engine.http import HTTPClient, RetryableError, RetryPolicy, run
 from engine.llm.base import Completion, Request, Response
-from engine.llm.structured import request_fields
+from engine.llm.structured import FORMATS, request_fields
 from engine.llm.tokens import count_tokens
 
 
@@ -133,10 +133,10 @@ class OpenAIBackend:
         if on_error not in ("fail", "record"):
             raise InputError(f"on_error must be 'fail' or 'record', got {on_error!r}")
         self.on_error = on_error
-        if structured_format not in ("response_format", "vllm", "llamacpp"):
-            raise InputError(f"structured_format must be 'response_format', 'vllm' or 'llamacpp', "
+        if structured_format not in ("auto", *FORMATS):
+            raise InputError(f"structured_format must be 'auto' or one of {', '.join(FORMATS)}, "
                              f"got {structured_format!r}")
-        self.structured_format = structured_format
+        self.structured_format = structured_format  # "auto": the server's dialect, asked once (_format)
         self.transport = (HTTPTransport(transport, api_key, max_in_flight=max_concurrency) if isinstance(transport, str)
                           else transport)
         self.model = model
@@ -236,6 +236,36 @@ class OpenAIBackend:
 
     PROBE_TOKENS = 4
 
+    def _format(self) -> str:
+        """The structured-output dialect: the configured one, or (``"auto"``) what the server says it is."""
+        if self.structured_format == "auto":
+            with self._lock:
+                if self.structured_format == "auto":
+                    self.detected_format = self._ask_format()
+                    self.structured_format = self.detected_format
+        return self.structured_format
+
+    def _format_source(self) -> str:
+        seen = getattr(self, "format_owner", None)
+        return (f"the server's GET /models says owned_by {seen!r}" if seen is not None and seen != ""
+                else "llm.structured_format" if not hasattr(self, "detected_format")
+                else "the server's GET /models does not say what it is")
+
+    def _ask_format(self) -> str:
+        """``GET {base_url}/models``: the first model's ``owned_by`` (vLLM "vllm", llama.cpp "llamacpp", SGLang
+        "sglang"); anything else, or no answer, is the OpenAI API (``response_format``)."""
+        self.format_owner = ""
+        client = getattr(self.transport, "client", None)
+        if client is None:
+            return "response_format"
+        try:
+            data = json.loads(client.get_text_sync("models", min(self.timeout_s, 30.0)))
+            owner = str(((data.get("data") or [{}])[0]).get("owned_by") or "").lower()
+        except Exception:  # noqa: BLE001 - a server without /models speaks the OpenAI API at best
+            return "response_format"
+        self.format_owner = owner
+        return {"vllm": "vllm", "llamacpp": "llamacpp", "sglang": "sglang"}.get(owner, "response_format")
+
     def _detect_usage(self) -> None:
         """``usage_covers_choices = "auto"``: one request of 2 choices cut at PROBE_TOKENS tokens each. A server
         that reports 2 x PROBE_TOKENS completion tokens sums its choices, one that reports PROBE_TOKENS counts
@@ -283,7 +313,14 @@ class OpenAIBackend:
         if r.seed is not None:
             payload["seed"] = int(r.seed) + (sample or 0)
         if r.constraint is not None:  # structured outputs in this server's dialect (engine.llm.structured)
-            payload.update(request_fields(r.constraint, self.structured_format))
+            fields = request_fields(r.constraint, self._format())
+            if not fields:
+                raise ConfigError(
+                    f"the {r.constraint.kind!r} answer constraint (a regex or grammar) cannot be sent to "
+                    f"{self.endpoint} as response_format ({self._format_source()}); set llm.structured_format "
+                    f"to the server's dialect (vllm, llamacpp, sglang), or llm.unconstrained = "
+                    f"[\"{r.constraint.kind}\"] to send these prompts without it")
+            payload.update(fields)
         return _Job(k, payload, "chat/completions" if chat else "completions", n)
 
     def _run(self, jobs: list[_Job]) -> None:

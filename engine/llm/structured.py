@@ -5,11 +5,13 @@ A prompt whose answer has a fixed shape attaches a :class:`Constraint` to its
 turns it into its own mechanism:
 
 ============  =====================================================================================
-openai        ``llm.structured_format = "response_format"`` (default): ``response_format`` =
-              ``{"type": "json_schema", "json_schema": {"name", "schema", "strict": true}}`` (OpenAI,
-              vLLM, SGLang, llama.cpp servers); ``"vllm"``: ``guided_json`` / ``guided_regex`` /
+openai        ``llm.structured_format = "auto"`` (default): the server's own dialect, read once from
+              ``GET /v1/models`` (``owned_by``: vllm, llamacpp, sglang; anything else: the OpenAI API's
+              ``response_format``). ``"response_format"``: ``{"type": "json_schema", "json_schema":
+              {"name", "schema", "strict": true}}``; ``"vllm"``: ``guided_json`` / ``guided_regex`` /
               ``guided_grammar`` plus ``structured_outputs`` in the body (vLLM's extra_body fields);
-              ``"llamacpp"``: ``json_schema`` / ``grammar`` (a llama.cpp server's own fields)
+              ``"llamacpp"``: ``json_schema`` / ``grammar`` (a llama.cpp server's own fields);
+              ``"sglang"``: ``response_format``, ``regex`` / ``ebnf``
 local         the embedded llama.cpp server: ``json_schema`` / ``grammar`` in the request
 vllm          ``SamplingParams(structured_outputs=StructuredOutputsParams(json=... | regex=...))``, or
               ``guided_decoding=GuidedDecodingParams(...)`` on vLLM versions before structured outputs
@@ -22,8 +24,11 @@ replay        the constraint is part of the trace key: a recorded constrained an
 Tool calls (a library that calls its LLM with ``tools=[...]``) are one more constraint: the union of the
 tools' argument schemas (kind ``tool_calls``, :mod:`engine.llm.tools`).
 
-A regex-only constraint (Game-of-24 lines) has no ``response_format`` form; the OpenAI path then sends
-nothing for it unless ``structured_format`` is ``"vllm"`` or ``"llamacpp"`` (GBNF). Parsing stays
+A regex-only constraint (Game-of-24 lines) has no ``response_format`` form: sent to a server that speaks
+only ``response_format`` (OpenAI itself, a server that does not say what it is), the request is refused
+with a :class:`~engine.errors.ConfigError` naming the prompt kind and the two ways out
+(``structured_format`` naming the server's dialect, or ``unconstrained = ["kind"]``); a constraint is
+never dropped silently. Parsing stays
 tolerant either way: constrained text goes through the same parser, and an unusable answer is counted
 (forecast rows: ``failed``), never raised.
 
@@ -192,11 +197,19 @@ def response_format(c: Constraint) -> dict | None:
     return {"type": "json_schema", "json_schema": {"name": c.kind, "schema": c.schema, "strict": c.kind != "tool_calls"}}
 
 
+FORMATS = ("response_format", "vllm", "llamacpp", "sglang")
+
+
 def request_fields(c: Constraint, fmt: str) -> dict[str, Any]:
-    """The request-body fields that carry ``c`` in an OpenAI-compatible server's dialect ``fmt``."""
+    """The request-body fields that carry ``c`` in an OpenAI-compatible server's dialect ``fmt``; ``{}`` when
+    the dialect cannot carry it (a regex-only constraint as ``response_format``: the caller refuses)."""
     if fmt == "response_format":
         rf = response_format(c)
         return {"response_format": rf} if rf else {}
+    if fmt == "sglang":  # SGLang's OpenAI API: response_format for schemas, its own regex / ebnf fields
+        if c.schema is not None:
+            return {"response_format": response_format(c)}
+        return {"regex": c.regex} if c.regex else {"ebnf": c.grammar}
     if fmt == "vllm":
         if c.schema is not None:
             return {"guided_json": c.schema, "structured_outputs": {"json": c.schema}}
@@ -207,7 +220,7 @@ def request_fields(c: Constraint, fmt: str) -> dict[str, Any]:
         if c.schema is not None:
             return {"json_schema": c.schema}
         return {"grammar": c.grammar} if c.grammar else {}
-    raise ValueError(f"structured_format must be 'response_format', 'vllm' or 'llamacpp', got {fmt!r}")
+    raise ValueError(f"structured_format must be one of {', '.join(FORMATS)}, got {fmt!r}")
 
 
 def vllm_sampling_kwargs(vllm_module, c: Constraint | None) -> dict[str, Any]:

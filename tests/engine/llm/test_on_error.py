@@ -39,6 +39,11 @@ class PolicyServer:
             def log_message(self, *a):
                 pass
 
+            def do_GET(self):  # a vLLM server (structured_format = "auto": guided_* fields, which it ignores)
+                if self.path == "/v1/models":
+                    return self._send(200, {"data": [{"id": "sim", "owned_by": "vllm"}]})
+                self._send(404, {})
+
             def do_POST(self):
                 raw = self.rfile.read(int(self.headers["Content-Length"]))
                 body = json.loads(raw)

@@ -22,14 +22,28 @@ MARKETS = ["Above 3.5%", "Below 3.5%"]
 ANSWER = json.dumps({"probabilities": {"Above 3.5%": 0.3, "Below 3.5%": 0.7}})
 
 
+OWNER = {"name": None}
+
+
 @pytest.fixture(scope="module")
 def fake():
     """An OpenAI-compatible server on loopback that records every body and answers with a forecast."""
     seen = []
+    owner = OWNER  # GET /v1/models says owned_by OWNER["name"] (None: no /models)
 
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, *a):
             pass
+
+        def do_GET(self):
+            if owner["name"] is None or self.path != "/v1/models":
+                self.send_error(404)
+                return
+            payload = json.dumps({"object": "list", "data": [{"id": "m", "owned_by": owner["name"]}]}).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
 
         def do_POST(self):
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
@@ -57,7 +71,7 @@ def _post(fake, fmt, constraint, chat=True):
         Request(prompt="forecast", constraint=constraint)
     with OpenAIBackend(url, "m", retries=0, structured_format=fmt) as b:
         (resp,) = b.generate([req])
-    (path, body), = seen
+    (path, body), = (x for x in seen if x[1] is not None)
     return path, body, resp
 
 
@@ -77,9 +91,35 @@ def test_openai_response_format(fake):
     assert body["response_format"] == {"type": "json_schema",
                                        "json_schema": {"name": "prophet_forecast", "schema": c.schema, "strict": True}}
     assert parse_prophet_answer(resp.texts[0], MARKETS)[0] is not None
-    # a regex-only constraint has no response_format form: nothing is sent for it
-    _, body, _ = _post(fake, "response_format", GAME24_VALUE, chat=False)
-    assert not {"response_format", "guided_regex", "grammar"} & set(body)
+    # a regex-only constraint has no response_format form: refused, naming the kind and the ways out
+    with pytest.raises(ConfigError, match=r"'game24_value' answer constraint .*llm\.structured_format.*"
+                                          r'llm\.unconstrained = \["game24_value"\]'):
+        _post(fake, "response_format", GAME24_VALUE, chat=False)
+    assert fake[1] == []  # nothing was sent
+
+
+@pytest.mark.parametrize("owner, field", [("vllm", "guided_regex"), ("llamacpp", "grammar"), ("sglang", "regex")])
+def test_auto_speaks_the_servers_own_dialect(fake, owner, field):
+    OWNER["name"] = owner
+    try:
+        _, body, _ = _post(fake, "auto", GAME24_STEP, chat=False)
+        assert field in body and "response_format" not in body
+        _, body, _ = _post(fake, "auto", prophet_forecast(MARKETS))
+        assert ("response_format" in body) == (owner == "sglang")
+    finally:
+        OWNER["name"] = None
+
+
+@pytest.mark.parametrize("owner", [None, "openai"])
+def test_auto_on_a_server_that_speaks_only_the_openai_api_refuses_a_regex(fake, owner):
+    OWNER["name"] = owner
+    try:
+        _, body, _ = _post(fake, "auto", prophet_forecast(MARKETS))
+        assert body["response_format"]["type"] == "json_schema"
+        with pytest.raises(ConfigError, match="cannot be sent"):
+            _post(fake, "auto", GAME24_STEP, chat=False)
+    finally:
+        OWNER["name"] = None
 
 
 def test_vllm_server_guided_fields(fake):
