@@ -227,6 +227,23 @@ def llm_local(data: dict) -> list[str]:
     return lines
 
 
+def llm_client(data: dict) -> list[str]:
+    f = runs(data, "client")[-1]["figures"]
+    names = (("urllib_threads", "urllib, thread per request (before)"), ("engine_http", "`engine.http` (pooled async)"),
+             ("openai_backend", "`OpenAIBackend.generate`"))
+    lines = ["| in flight K | ideal K / delay | " + " | ".join(n for _, n in names) + " | CPU ms / request, client (server) |",
+             "| ---: | ---: |" + " ---: |" * len(names) + " --- |"]
+    for k in sorted(f["levels"], key=int):
+        row = f["levels"][k]
+        cells = [f"{row[key]['rps']:.0f} ({row[key]['of_ideal']:.0%})" for key, _ in names]
+        cpu = ", ".join(f"{row[key]['client_cpu_ms_per_request']:.2f} ({row[key]['server_cpu_ms_per_request']:.2f})"
+                        for key, _ in names)
+        lines.append(f"| {k} | {row['ideal_rps']:.0f} | " + " | ".join(cells) + f" | {cpu} |")
+    lines += ["", f"Requests/s (share of the ideal), best of {f['repeat']} passes of 10 K requests each against a loopback "
+              f"server answering after {f['delay_s'] * 1e3:.0f} ms; CPU in the order of the columns."]
+    return lines
+
+
 def _load(machine: dict) -> str:
     if "load_average" in machine:
         return str(machine["load_average"])
@@ -541,6 +558,7 @@ TABLES = {
     "bench-game24-core-table": ("benchmarks/results/game24_core.md", "game24_core", game24_core),
     "bench-llm-overhead-table": ("benchmarks/results/llm.md", "llm", llm_overhead),
     "bench-llm-local-table": ("benchmarks/results/llm.md", "llm", llm_local),
+    "bench-llm-client-table": ("benchmarks/results/llm.md", "llm", llm_client),
     "bench-index-10k-table": ("benchmarks/results/index.md", "index", index_table("n=10000,dim=384")),
     "bench-index-100k-table": ("benchmarks/results/index.md", "index", index_table("n=100000,dim=384")),
     "bench-index-1m-table": ("benchmarks/results/index.md", "index", index_table("n=1000000,dim=64")),
@@ -568,6 +586,7 @@ KEYS = {
     "bench-store-update-table": ["n=10000000"], "bench-store-memory-table": ["n=10000000"],
     "store-summary-table": ["n=10000000"], "index-summary-table": INDEX_KEYS,
     "bench-llm-overhead-table": ["overhead"], "bench-llm-local-table": ["local,threads=1", "local,threads=2"],
+    "bench-llm-client-table": ["client"],
     "bench-index-10k-table": ["n=10000,dim=384"], "bench-index-100k-table": ["n=100000,dim=384"],
     "bench-index-1m-table": ["n=1000000,dim=64"],
     "bench-cluster-loaded-table": ["2026-11-29,loaded,warm-100x20"], "bench-cluster-idle-table": ["2026-11-29,idle,warm"],

@@ -11,7 +11,8 @@ in flight K (8, 64, 256) the same batch of ``10 K`` completion requests is sent,
   handling, token counts, Response objects) with ``max_concurrency = K``.
 
 The ideal is ``K / delay`` requests/s (every slot always busy); the table gives each client's rate, its
-share of the ideal and the most requests the server saw in flight. Target: the new client within 10%
+share of the ideal, the most requests the server saw in flight, and the CPU each request cost the
+client's process and the server's. Target: the new client within 10%
 of the ideal at 256 in flight. Best of ``TOE_BENCH_REPEAT`` (default 3) passes each.
 
 Command (writes benchmarks/results/llm.json, key ``client``; table in benchmarks/results/llm.md)::
@@ -54,7 +55,7 @@ def server(tmp_path_factory):
             break
         time.sleep(0.05)
     url = f"http://127.0.0.1:{port_file.read_text()}/v1"
-    yield url
+    yield url, proc.pid
     proc.terminate()
     proc.wait(timeout=10)
 
@@ -74,20 +75,29 @@ def _payloads(n: int) -> list[dict]:
     return [{"model": "delay", "prompt": f"Input: {i}", "max_tokens": 8, "n": 1} for i in range(n)]
 
 
-def _time(url: str, fn) -> tuple[float, int]:
-    """(requests/s, most in flight at the server) of the best of REPEAT passes."""
-    best, most = 0.0, 0
+def _cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) of process ``pid`` so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _time(url: str, server_pid: int, fn) -> dict:
+    """Requests/s, most in flight at the server, and CPU ms per request of this process (the client) and of
+    the server, of the best of REPEAT passes."""
+    best = {"rps": 0.0}
     for _ in range(REPEAT):
         _reset(url)
-        t0 = time.perf_counter()
+        s0, c0, t0 = _cpu_s(server_pid), time.process_time(), time.perf_counter()
         n = fn()
-        rate = n / (time.perf_counter() - t0)
-        if rate > best:
-            best, most = rate, _stats(url)["most_in_flight"]
-    return best, most
+        wall, cpu, srv = time.perf_counter() - t0, time.process_time() - c0, _cpu_s(server_pid) - s0
+        if n / wall > best["rps"]:
+            best = {"rps": n / wall, "server_most_in_flight": _stats(url)["most_in_flight"],
+                    "client_cpu_ms_per_request": 1e3 * cpu / n, "server_cpu_ms_per_request": 1e3 * srv / n}
+    return best
 
 
 def test_requests_per_second_in_flight(server):
+    server, pid = server
     rows = {}
     for k in LEVELS:
         payloads = _payloads(10 * k)
@@ -99,18 +109,19 @@ def test_requests_per_second_in_flight(server):
         backend = OpenAIBackend(server, "delay", max_concurrency=k, fan_out_n="never")
         reqs = [Request(prompt=p["prompt"], max_tokens=8) for p in payloads]
         figures = {
-            "urllib_threads": _time(server, lambda: len(old.post_all(server + "/completions", payloads, k))),
-            "engine_http": _time(server, lambda: len(run(gather()))),
-            "openai_backend": _time(server, lambda: len(backend.generate(reqs))),
+            "urllib_threads": _time(server, pid, lambda: len(old.post_all(server + "/completions", payloads, k))),
+            "engine_http": _time(server, pid, lambda: len(run(gather()))),
+            "openai_backend": _time(server, pid, lambda: len(backend.generate(reqs))),
         }
         client.close()
         backend.close()
         ideal = k / DELAY
         rows[str(k)] = {"in_flight": k, "requests": len(payloads), "ideal_rps": ideal,
-                        **{name: {"rps": rps, "of_ideal": rps / ideal, "server_most_in_flight": most}
-                           for name, (rps, most) in figures.items()}}
+                        **{name: {**f, "of_ideal": f["rps"] / ideal} for name, f in figures.items()}}
         print(f"\nK={k}: ideal {ideal:.0f} req/s; " + "; ".join(
-            f"{name} {rps:.0f} req/s ({rps / ideal:.0%}, {most} in flight)" for name, (rps, most) in figures.items()))
+            f"{name} {f['rps']:.0f} req/s ({f['rps'] / ideal:.0%}, {f['server_most_in_flight']} in flight, CPU ms/req "
+            f"client {f['client_cpu_ms_per_request']:.2f} server {f['server_cpu_ms_per_request']:.2f})"
+            for name, f in figures.items()))
     record("llm", "client", {"delay_s": DELAY, "repeat": REPEAT, "levels": rows},
            note="loopback delay server in its own process; best of REPEAT passes per client and level")
     top = rows[str(max(LEVELS))]
