@@ -1,0 +1,5 @@
+"""``python -m engine.cli ...``: the ``toe`` command."""
+
+from engine.cli import main
+
+raise SystemExit(main())
