@@ -115,6 +115,31 @@ def test_local_backend_counts_tokens_as_its_server_tokenizes():
         b.close()
 
 
+@pytest.mark.parametrize("limit", [1, 2])
+def test_requests_in_flight_reach_the_configured_limit_at_the_server(server, limit):
+    import json
+    import urllib.request
+
+    root, busy, done = server[: -len("/v1")], [], threading.Event()
+
+    def watch():  # the server's own view: how many of its 2 slots are processing at once
+        while not done.is_set():
+            with urllib.request.urlopen(root + "/slots", timeout=10) as resp:
+                busy.append(sum(bool(s.get("is_processing")) for s in json.loads(resp.read())))
+            time.sleep(0.01)
+
+    t = threading.Thread(target=watch)
+    t.start()
+    try:
+        with OpenAIBackend(server, max_concurrency=limit, retries=0, timeout_s=120) as b:
+            b.generate([Request(prompt=f"Write a long story about the number {i}.", max_tokens=48, seed=i,
+                                temperature=1.0) for i in range(4)])
+    finally:
+        done.set()
+        t.join()
+    assert max(busy) == limit
+
+
 def test_openai_backend_server_killed_mid_batch():
     proc, url = _start_server(parallel=2)
     b = OpenAIBackend(url, retries=1, backoff_s=0.1, backoff_max_s=0.2, timeout_s=60, max_concurrency=2)
