@@ -93,7 +93,25 @@ def prophet_forecast(markets: Sequence[str]) -> Constraint:
         "required": ["probabilities"],
         "additionalProperties": False,
     }
-    return Constraint("prophet_forecast", schema_json=json.dumps(schema))
+    return Constraint("prophet_forecast", schema_json=json.dumps(schema), grammar=_prophet_grammar(tuple(names)))
+
+
+def _gbnf_literal(text: str) -> str:
+    """``text`` as a GBNF string literal."""
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+
+
+@lru_cache(maxsize=256)
+def _prophet_grammar(names: tuple[str, ...]) -> str:
+    """The same answer as a GBNF grammar whose numbers stay in [0, 1] with at most 4 decimals and whose
+    whitespace is bounded: llama.cpp's schema-to-grammar conversion keeps the shape and the market names
+    but not a number's bounds, and a small model then writes digits until max_tokens (an unusable answer)."""
+    pairs = ' ws "," ws '.join(f"p{i}" for i in range(len(names)))
+    rules = [f'root ::= "{{" ws {_gbnf_literal(chr(34) + "probabilities" + chr(34))} ws ":" ws "{{" ws {pairs} ws "}}" ws "}}"']
+    rules += [f'p{i} ::= {_gbnf_literal(json.dumps(m))} ws ":" ws prob' for i, m in enumerate(names)]
+    rules += ['prob ::= "0" ("." [0-9] [0-9]? [0-9]? [0-9]?)? | "1" ("." "0" "0"? "0"? "0"?)?',
+              'ws ::= [ \\t\\n]? [ \\t\\n]?']
+    return "\n".join(rules)
 
 
 _NUM = r"-?[0-9]+(\.[0-9]+|/[0-9]+)?"  # an integer, a decimal or an exact fraction ("8/3")
@@ -216,10 +234,10 @@ def request_fields(c: Constraint, fmt: str) -> dict[str, Any]:
         if c.regex:
             return {"guided_regex": c.regex, "structured_outputs": {"regex": c.regex}}
         return {"guided_grammar": c.grammar, "structured_outputs": {"grammar": c.grammar}}
-    if fmt == "llamacpp":
-        if c.schema is not None:
-            return {"json_schema": c.schema}
-        return {"grammar": c.grammar} if c.grammar else {}
+    if fmt == "llamacpp":  # a grammar where the kind has one (tighter than llama.cpp's schema conversion)
+        if c.grammar:
+            return {"grammar": c.grammar}
+        return {"json_schema": c.schema}
     raise ValueError(f"structured_format must be one of {', '.join(FORMATS)}, got {fmt!r}")
 
 

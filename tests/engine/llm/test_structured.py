@@ -133,7 +133,7 @@ def test_vllm_server_guided_fields(fake):
 def test_llamacpp_server_fields(fake):
     c = prophet_forecast(MARKETS)
     _, body, _ = _post(fake, "llamacpp", c)
-    assert body["json_schema"] == c.schema
+    assert body["grammar"] == c.grammar and "json_schema" not in body  # the bounded grammar, not the schema
     _, body, _ = _post(fake, "llamacpp", GAME24_VALUE, chat=False)
     assert body["grammar"] == GAME24_VALUE.grammar
 
@@ -207,9 +207,9 @@ def test_constrained_smollm2_forecast_parses_through_both_paths():
         post = backend.transport.post
         backend.transport.post = lambda path, payload, timeout: (sent.append(payload), post(path, payload, timeout))[1]
         embedded = backend.generate([Request(messages=msgs, max_tokens=60, temperature=0.3, seed=1, constraint=c)])
-        assert sent[0]["json_schema"] == c.schema  # llama.cpp's own field, in process
+        assert sent[0]["grammar"] == c.grammar  # llama.cpp's own field, in process: numbers bounded to [0, 1]
         # the same server over HTTP as an OpenAI-compatible endpoint, told through response_format
-        with OpenAIBackend(backend.base_url, retries=0, timeout_s=300) as http:
+        with OpenAIBackend(backend.base_url, retries=0, timeout_s=300, structured_format="response_format") as http:
             over_http = http.generate([Request(messages=msgs, max_tokens=60, temperature=0.3, seed=2, constraint=c)])
     finally:
         backend.close()
@@ -217,6 +217,30 @@ def test_constrained_smollm2_forecast_parses_through_both_paths():
         probs, problem = parse_prophet_answer(resp.texts[0], MARKETS)
         assert probs is not None, (resp.texts[0], problem)
         assert set(probs) == set(MARKETS) and all(0 <= p <= 1 for p in probs.values())
+
+
+@pytest.mark.local_model
+def test_the_forecast_grammar_keeps_every_number_in_bounds_where_the_schema_does_not():
+    # SmolLM2 asked for percentages: under llama.cpp's conversion of the schema it may write 100 or 125 (the
+    # bounds are not enforced); under the grammar every number is in [0, 1] and the answer ends early
+    pytest.importorskip("xllamacpp")
+    from engine.llm.local_backend import LocalLlamaBackend
+
+    markets = ['Above 4.2%', 'Between "4.0%" and 4.2%', "Below 4.0%"]
+    msgs = ({"role": "user", "content": "Give each outcome's chance in percent (0-100): " + ", ".join(markets)},)
+    c = prophet_forecast(markets)
+    backend = LocalLlamaBackend(threads=2, parallel=2, context=1024)
+    try:
+        out = backend.generate([Request(messages=msgs, max_tokens=120, temperature=1.0, seed=s, constraint=c)
+                                for s in range(4)])
+    finally:
+        backend.close()
+    for resp in out:
+        assert resp.completions[0].finish_reason == "stop", resp.texts[0]
+        probs, problem = parse_prophet_answer(resp.texts[0], markets)
+        assert probs is not None and set(probs) == set(markets), (resp.texts[0], problem)
+        raw = json.loads(resp.texts[0])["probabilities"]
+        assert all(0 <= v <= 1 for v in raw.values()), resp.texts[0]
 
 
 @pytest.mark.local_model
