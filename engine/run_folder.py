@@ -133,7 +133,7 @@ def write_run(out: Path, *, task: str, config: Mapping[str, Any], options, summa
     meta = {"task": task, "title": config.get("title", ""), "backend": backend, "model": model,
             "simulated": simulated, "executor": getattr(options, "executor", "local"),
             "workers": getattr(options, "workers", 1), "wall_s": dict(wall), **summary.meta,
-            "provenance": provenance(started_at)}
+            "provenance": {**provenance(started_at), **summary.meta.pop("provenance", {})}}
     def labelled(row):
         row = dict(row)
         row.setdefault("backend", backend)

@@ -175,7 +175,7 @@ def run_task(task: Task, config: Mapping[str, Any], options) -> int:
                 print(f"warning: episodes.parquet could not be written after run {spec.key}: {exc}", file=sys.stderr)
     summary = task.summarize(exp, records, extras)
     note = usage_notes(summary, records)
-    summary.meta.setdefault("token_counter", token_counter(config))
+    summary.meta.setdefault("provenance", {})["token_counter"] = token_counter(config)  # what counted tokens
     backend, model = answered_by(records, config)
     failed: list[tuple[str, BaseException]] = []
     try:
@@ -224,14 +224,17 @@ def usage_notes(summary: Summary, records: Sequence[Mapping[str, Any]]) -> str:
       after its retries), ``meta.llm_errors`` the totals and the first reason;
     * a server reporting prefix-cache hits: each row's ``cached_tokens`` and ``prefix_cache_hit_rate``
       (cached / prompt tokens of the requests that reported), ``meta.prefix_cache`` the totals."""
-    def mine(row):
-        return [r for r in records if r.get("method") == row.get("method")
+    def mine(row):  # the row's records: by its method id ("run" where a task labels "method" for the table)
+        ident = row.get("run", row.get("method"))
+        return [r for r in records if ident and r.get("method") == ident
                 and ("part" not in row or r.get("part") == row["part"])]
+
+    model_rows = [row for row in summary.rows if mine(row)]  # reference rows (no model answered) have none
 
     notes = []
     failed = [r for r in records if r.get("llm_errors")]
     if failed:
-        for row in summary.rows:
+        for row in model_rows:
             row["failed_episodes"] = sum(1 for r in mine(row) if r.get("llm_errors"))
         summary.meta["llm_errors"] = {"episodes": len(failed), "requests": int(sum(r["llm_errors"] for r in failed)),
                                       "first": str(failed[0].get("llm_error", ""))}
@@ -245,13 +248,13 @@ def usage_notes(summary: Summary, records: Sequence[Mapping[str, Any]]) -> str:
             prompt = sum(int(r.get("cache_prompt_tokens") or 0) for r in rs)
             return cached, (cached / prompt if prompt else float("nan"))
 
-        for row in summary.rows:
+        for row in model_rows:
             row["cached_tokens"], row["prefix_cache_hit_rate"] = rate(mine(row))
         cached, hit = rate(records)
         summary.meta["prefix_cache"] = {"cached_tokens": cached, "hit_rate": hit}
         notes.append("Prefix cache (server-reported cached prompt tokens / prompt tokens): " + ", ".join(
             f"{row.get('method')}{' ' + str(row['part']) if 'part' in row else ''} {row['prefix_cache_hit_rate']:.1%}"
-            for row in summary.rows))
+            for row in model_rows))
     return "\n\n".join(notes)
 
 

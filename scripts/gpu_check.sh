@@ -32,7 +32,7 @@ print('vllm', vllm.__version__, 'torch', torch.__version__, torch.cuda.get_devic
 fi
 mkdir -p "$OUT"
 [ -f "$HF_DIR/config.json" ] || run "$PY" scripts/llm_gguf_to_hf.py "$HF_DIR"
-run "$PY" -m engine.cli run configs/game24.toml --out "$OUT/run" --overwrite --no-progress \
+run "$PY" -m engine run configs/game24.toml --out "$OUT/run" --overwrite --no-progress \
     --set 'methods=["tot", "toe-supply"]' --set 'seeds=[0]' \
     --set "protocol.test_limit=$PUZZLES" --set "protocol.warmup_sample=$WARMUP" \
     --set llm.backend=vllm --set "llm.model=$HF_DIR" --set llm.max_model_len=2048 \

@@ -15,6 +15,6 @@ def test_gpu_check_commands_are_valid(tmp_path):
                          capture_output=True, text=True, env={**os.environ, "GPU_CHECK_DRY": "1"}).stdout
     lines = [shlex.split(x[2:]) for x in out.splitlines() if x.startswith("+ ")]
     assert [x[1] for x in lines] == ["scripts/llm_gguf_to_hf.py", "-m"]
-    run = lines[1][3:]  # after PY -m engine.cli
+    run = lines[1][3:]  # after PY -m engine
     assert run[0] == "run" and "llm.backend=vllm" in run and 'methods=["tot", "toe-supply"]' in run
     assert main(run + ["--dry-run"]) == 0  # every key it sets is known and valid

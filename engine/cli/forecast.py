@@ -1,6 +1,6 @@
 """`toe forecast ...`: ForeDreamer helpers that need no model.
 
-    toe forecast baselines DATA [--categories A,B] [--metric brier|accuracy|market_return|all]
+    toe forecast baselines DATA [--categories A,B] [--metric brier|accuracy|market_return|all] [--json]
         Uniform and Market rows on every question of a Prophet Arena CSV file or folder.
     toe forecast splits DATA [--n-evo 5] [--seed 0]
         Per-category evolution/validation pool and held-out evaluation sizes (train files fix the pool).
@@ -24,12 +24,18 @@ def _baselines(args) -> int:
     qs = load_prophet_arena(args.data, cats)
     rows = reference_rows(qs)
     metrics = ["brier", "accuracy", "market_return"] if args.metric == "all" else [args.metric]
+    counts: dict[str, int] = {}
+    for q in qs:
+        counts[q.category] = counts.get(q.category, 0) + 1
+    mean = {"brier": lambda r: r.avg_brier, "accuracy": lambda r: r.avg_accuracy, "market_return": lambda r: r.avg_return}
+    if args.json:  # one object: the rows per metric (per category and their mean), questions per category
+        print(json.dumps({"data": str(args.data), "questions": len(qs), "per_category": dict(sorted(counts.items())),
+                          "rows": [{"method": r.method, **{m: {**getattr(r, m), "mean": mean[m](r)} for m in metrics}}
+                                   for r in rows]}))
+        return 0
     print(f"{len(qs)} unique questions from {args.data}")
     for m in metrics:
         print(f"\n{m}:\n{format_table(rows, m)}")
-    counts = {}
-    for q in qs:
-        counts[q.category] = counts.get(q.category, 0) + 1
     print("\nquestions per category: " + ", ".join(f"{c}: {n}" for c, n in sorted(counts.items())))
     return 0
 
@@ -83,6 +89,7 @@ def register(subparsers) -> None:
     b.add_argument("data", help="Prophet Arena CSV file or folder")
     b.add_argument("--categories", default="", help="comma-separated categories (default: all)")
     b.add_argument("--metric", default="brier", choices=["brier", "accuracy", "market_return", "all"])
+    b.add_argument("--json", action="store_true", help="print the rows as one JSON object")
     b.set_defaults(func=_baselines)
     s = sub.add_parser("splits", help="per-category evolution/evaluation split sizes")
     s.add_argument("data")

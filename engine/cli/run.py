@@ -9,6 +9,8 @@ folder's checkpoints or ``--overwrite`` is given.
 
 from __future__ import annotations
 
+import json
+
 from pathlib import Path
 
 from engine import tracking
@@ -28,6 +30,8 @@ def register(subparsers) -> None:
                    help="override a config value, e.g. --set llm.backend=local (repeatable)")
     p.add_argument("--dry-run", action="store_true",
                    help="validate the config with every override, print the resolved plan and exit")
+    p.add_argument("--json", action="store_true",
+                   help="with --dry-run: print the resolved plan as one JSON object")
     p.add_argument("--overwrite", action="store_true",
                    help="write over a finished run in the run folder (default: refuse)")
     p.add_argument("--no-progress", dest="progress", action="store_false", help="hide progress bars")
@@ -53,6 +57,11 @@ def _run(args) -> int:
     plan = resolve(data, options)
     marker = finished_run(out)
     resumes = plan.get("checkpoint") is not None and Path(plan["checkpoint"]).is_dir()
+    if args.json and not args.dry_run:
+        raise ConfigError("--json goes with --dry-run (a run writes summary.json and summary.parquet)")
+    if args.dry_run and args.json:
+        print(json.dumps({**plan, "finished_run": marker is not None, "resumes": bool(resumes)}, default=str))
+        return 0
     if args.dry_run:
         print(format_plan(plan))
         if marker is not None:

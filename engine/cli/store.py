@@ -7,6 +7,7 @@ reliability, recall and hit, ``--png FILE`` draws it.
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -49,6 +50,8 @@ def register(subparsers) -> None:
     show.add_argument("--tree", action="store_true", help="also print every active path with Q, recall and hit")
     show.add_argument("--png", type=Path, default=None, help="also draw the tree to this PNG file")
     show.add_argument("--horizon", default=None, help="horizon that colours the drawing (e.g. h20 or 20)")
+    show.add_argument("--json", action="store_true",
+                      help="print the summary (and with --tree every active path) as one JSON object")
     show.set_defaults(func=_show)
 
 
@@ -179,6 +182,9 @@ def _show(args) -> int:
         f"bounds [{st.q_min}, {st.q_max}], eta={st.eta}",
     ]
     rel = st.reliability
+    if args.json:
+        print(json.dumps(_summary(st, args.directory, depth, nb, args.bins, args.tree)))
+        return _draw(st, args, hc)
     for j, h in enumerate(st.horizons):
         col = rel[:, j]
         stats = f"mean {col.mean():.4f}" if col.size else "empty"
@@ -187,12 +193,39 @@ def _show(args) -> int:
     if args.tree:
         out.append(render_tree(st))
     print("\n".join(out), file=sys.stdout)
+    return _draw(st, args, hc)
+
+
+def _draw(st, args, hc) -> int:
     if args.png is not None:
         from engine.store.plot import plot_tree
 
         plot_tree(st, args.png, title=f"experience tree from {args.directory}", horizon_col=hc)
-        print(f"drawn to {args.png}")
+        print(f"drawn to {args.png}", file=sys.stderr if args.json else sys.stdout)
     return 0
+
+
+def _summary(st, directory, depth, nb, bins: int, tree: bool) -> dict:
+    """``store show --json``: the text summary's figures (histograms as counts per bin), and every active path."""
+    rel = st.reliability
+    edges = np.linspace(st.q_min, st.q_max, bins + 1)
+    out = {
+        "store": str(directory), "experiences": int(st.n_experiences), "nodes": int(st.n_nodes - 1),
+        "horizons": list(st.horizons), "depth": int(st.depth), "levels": list(st.levels),
+        "nodes_per_level": {name: int((depth == i + 1).sum()) for i, name in enumerate(st.levels)},
+        "recall_total": int(st.recall.sum()), "hit_total": int(st.hit.sum()),
+        "ledger_entries": len(st.ledger), "ledger_pending": int(st.ledger.n_pending),
+        "active": int(st.active.sum()), "merged": int((~st.active).sum()),
+        "memory_mib": (nb["experiences"] + nb["nodes"] + nb["tables"]) / 2**20,
+        "q0": float(st.q0), "q_min": float(st.q_min), "q_max": float(st.q_max), "eta": float(st.eta),
+        "reliability": {h: {"mean": float(rel[:, j].mean()) if rel.shape[0] else None, "bin_edges": edges.tolist(),
+                            "counts": np.histogram(rel[:, j], bins=edges)[0].tolist()}
+                        for j, h in enumerate(st.horizons)},
+    }
+    if tree:
+        out["paths"] = [{"eid": int(e), "path": list(st.path_texts(int(e))), "q": st.reliability[e].tolist(),
+                         "recall": int(st.recall[e]), "hit": int(st.hit[e])} for e in np.flatnonzero(st.active)]
+    return out
 
 
 def render_tree(st) -> str:

@@ -236,16 +236,27 @@ class ForecastAgent:
         ep.probs = probs
         return True
 
+    def _answer_tokens(self, markets) -> int:
+        """``agent.max_tokens``, or more where the answer itself needs more: a question of many markets has a
+        JSON answer longer than the limit (every probability with 4 decimals, counted by the model's own
+        tokenizer, plus a quarter for whitespace), and an answer cut short is unusable."""
+        from engine.memory_budget import token_counter
+
+        full = json.dumps({"probabilities": {m: 0.1234 for m in markets}})
+        return max(self.cfg.max_tokens, int(token_counter(self.llm)(full) * 1.25) + 8)
+
     def _generate(self, eps: list[Episode], turn: int, answer: bool = False) -> list[str]:
         # answer turns (the last turn, repairs) carry the answer's schema: backends that can constrain
         # decoding do (engine.llm.structured); the parser below stays the judge either way
         for ep in eps:
             ep.prompts += 1
             ep.experience_tokens += ep.memory_tokens
-        reqs = [Request(messages=tuple(ep.messages), max_tokens=self.cfg.max_tokens, temperature=self.cfg.temperature,
-                        seed=turn, episode=ep.qid,
-                        constraint=prophet_forecast(ep.task.markets) if answer and isinstance(ep.task, Question)
-                        else None) for ep in eps]
+        reqs = []
+        for ep in eps:
+            shaped = answer and isinstance(ep.task, Question)
+            reqs.append(Request(messages=tuple(ep.messages), temperature=self.cfg.temperature, seed=turn, episode=ep.qid,
+                                max_tokens=self._answer_tokens(ep.task.markets) if shaped else self.cfg.max_tokens,
+                                constraint=prophet_forecast(ep.task.markets) if shaped else None))
         resps = self.llm.generate(reqs)
         return [r.texts[0] if r.completions else "" for r in resps]
 

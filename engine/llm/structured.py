@@ -110,7 +110,7 @@ def _prophet_grammar(names: tuple[str, ...]) -> str:
     rules = [f'root ::= "{{" ws {_gbnf_literal(chr(34) + "probabilities" + chr(34))} ws ":" ws "{{" ws {pairs} ws "}}" ws "}}"']
     rules += [f'p{i} ::= {_gbnf_literal(json.dumps(m))} ws ":" ws prob' for i, m in enumerate(names)]
     rules += ['prob ::= "0" ("." [0-9] [0-9]? [0-9]? [0-9]?)? | "1" ("." "0" "0"? "0"? "0"?)?',
-              'ws ::= [ \\t\\n]? [ \\t\\n]?']
+              'ws ::= [ \\t\\n]?']
     return "\n".join(rules)
 
 

@@ -19,8 +19,7 @@ a file path         a Hugging Face ``tokenizer.json`` (the ``tokenizers`` packag
 ==================  ==========================================================
 
 :func:`label_of` says which one counts; a run records it in
-``summary.json`` (``meta.token_counter``) and a table built on the estimate with a
-real model says so. Counts are cached per text (bounded), so a prompt counted by
+``summary.json`` (``meta.provenance.token_counter``). Counts are cached per text (bounded), so a prompt counted by
 the budget and again by the backend costs one request.
 """
 
@@ -175,7 +174,7 @@ def label_of(backend) -> str:
 
 
 def describe(cfg) -> str:
-    """Who counts tokens under ``cfg`` (``summary.json`` ``meta.token_counter``), from the config alone."""
+    """Who counts tokens under ``cfg`` (``summary.json`` ``meta.provenance.token_counter``), from the config alone."""
     spec, kind = cfg.tokenizer, (cfg.replay_backend if cfg.backend == "replay" else cfg.backend)
     if spec == "estimate" or (spec == "auto" and kind in ("simulated", "replay", "server_model")):
         return ESTIMATE

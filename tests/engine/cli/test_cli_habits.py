@@ -3,6 +3,7 @@ TOML-native dates for --set, and a cluster address where nothing listens refused
 
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
 import sys
@@ -72,3 +73,13 @@ def test_an_address_where_no_head_listens_is_refused_at_once(tmp_path):
                           cwd=ROOT, capture_output=True, text=True, timeout=600)
     # the probe's message: the run failed before ray.init, whose own retries took minutes
     assert proc.returncode == 1 and f"no Ray head answers at 127.0.0.1:{port}" in proc.stderr, proc.stderr[-2000:]
+
+
+def test_dry_run_json_is_the_resolved_plan(capsys, tmp_path):
+    assert main(["run", "configs/game24.toml", "--dry-run", "--json", "--out", str(tmp_path / "o"),
+                 "--set", "seeds=[0, 1]"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert plan["task"] == "game24" and plan["seeds"] == [0, 1] and plan["finished_run"] is False
+    assert plan["out"] == str(tmp_path / "o") and plan["methods"][0] == "tot"
+    assert main(["run", "configs/game24.toml", "--json", "--out", str(tmp_path / "o")]) == 1
+    assert "--json goes with --dry-run" in capsys.readouterr().err

@@ -98,6 +98,13 @@ def test_cli_baselines(pa_folder, capsys):
     out = capsys.readouterr().out
     assert "12 unique questions" in out and "| Uniform (0.5 on every market) | 0.2500 | 0.2500 | 0.2500 |" in out
     assert toe_main(["forecast", "baselines", str(pa_folder / "nope")]) == 1
+    capsys.readouterr()
+    assert toe_main(["forecast", "baselines", str(pa_folder), "--metric", "all", "--json"]) == 0
+    js = json.loads(capsys.readouterr().out)
+    assert js["questions"] == 12 == sum(js["per_category"].values())
+    uniform = js["rows"][0]
+    assert uniform["method"].startswith("Uniform") and uniform["brier"]["mean"] == 0.25
+    assert set(uniform) == {"method", "brier", "accuracy", "market_return"}
 
 
 def test_memory_baseline_rows_without_a_memguide_store(pa_folder, tmp_path, capsys):

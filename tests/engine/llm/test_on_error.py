@@ -133,7 +133,9 @@ def test_failed_requests_are_error_rows_and_the_rest_equals_a_clean_run(servers,
     assert summary["methods"][0]["failed_episodes"] == len(hit)
     assert summary["meta"]["llm_errors"] == {"episodes": len(hit), "requests": len(hit), "first": hit[0]["llm_error"]}
     assert f"{len(hit)} of 60 episodes had LLM requests that failed" in (tmp_path / "faulty" / "table.md").read_text()
-    assert "failed_episodes" not in json.loads((tmp_path / "clean" / "summary.json").read_text())["methods"][0]
+    clean_summary = json.loads((tmp_path / "clean" / "summary.json").read_text())
+    assert "failed_episodes" not in clean_summary["methods"][0]
+    assert clean_summary["meta"]["provenance"]["token_counter"].startswith("server /tokenize where it answers")
 
 
 def test_a_search_task_records_its_failed_requests(servers, tmp_path):

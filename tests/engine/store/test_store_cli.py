@@ -1,5 +1,6 @@
 """`toe store import|export|apply|show` and the path CSV."""
 
+import json
 import math
 
 import numpy as np
@@ -90,6 +91,12 @@ def test_cli_import_show_apply_export(csv_path, tmp_path, capsys):
     out = capsys.readouterr().out
     assert "experiences 4" in out and "industry=2, factor=4, analysis_direction=3" in out
     assert "reliability q_h40" in out and "recall total 24276, hit total 14019" in out
+    assert main(["store", "show", str(d), "--json", "--tree", "--bins", "4"]) == 0
+    js = json.loads(capsys.readouterr().out)  # the same figures as one JSON object
+    assert js["experiences"] == 4 and js["recall_total"] == 24276 and js["hit_total"] == 14019
+    assert js["nodes_per_level"] == {"industry": 2, "factor": 4, "analysis_direction": 3}
+    assert sum(js["reliability"]["h40"]["counts"]) == 4 and len(js["reliability"]["h40"]["bin_edges"]) == 5
+    assert len(js["paths"]) == 4 and all(len(p["q"]) == len(js["horizons"]) for p in js["paths"])
 
     upd = tmp_path / "u.parquet"
     pq.write_table(pa.table({"eid": [0, 0, 3], "r_h10": [0.01, 0.02, -0.05], "r_h20": [0.0, 0.0, 0.0],
