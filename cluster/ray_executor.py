@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import copy
 import functools
-import socket
 import time
 from typing import Any
 
@@ -58,6 +57,7 @@ from cluster.store_actors import StoreOwner
 from cluster.workers import EpisodePool, EpisodeWorker, ReplicaLost
 from engine.errors import BackendError, ConfigError
 from engine.executor import REPLICA_MODES, RoundLoop, books_since, check_cluster_resources, worker_stats
+from engine.http import unreachable
 from engine.rounds import served_snapshot
 
 
@@ -90,13 +90,11 @@ def probe_head(address: str | None, timeout_s: float) -> None:
     host, sep, port = address.split("://", 1)[-1].rpartition(":")
     if not sep or not port.isdigit():
         return
-    try:
-        socket.create_connection((host or "127.0.0.1", int(port)), timeout=timeout_s).close()
-    except OSError as exc:
+    why = unreachable(host, int(port), timeout_s)
+    if why:
         raise BackendError(
-            f"no Ray head answers at {address} ({exc.strerror or exc}, within {timeout_s:g} s, "
-            f"[cluster] connect_timeout_s): start one there (`ray start --head --port {port}`), fix --address, "
-            f"or leave --address out to start a local Ray cluster") from None
+            f"no Ray head answers at {address} ({why}, [cluster] connect_timeout_s): start one there "
+            f"(`ray start --head --port {port}`), fix --address, or leave --address out to start a local Ray cluster")
 
 
 class RayExecutor(RoundLoop):

@@ -21,6 +21,7 @@ import asyncio
 import json
 import os
 import random
+import socket
 import threading
 from dataclasses import dataclass
 from typing import Any, Mapping
@@ -86,6 +87,17 @@ def run(coro):
         coro.close()
         raise RuntimeError("engine.http.run called from the HTTP loop itself; await the coroutine instead")
     return asyncio.run_coroutine_threadsafe(coro, ev).result()
+
+
+def unreachable(host: str, port: int, timeout_s: float) -> str:
+    """Why nothing accepts a TCP connection at ``host:port`` within ``timeout_s`` ("" when something does): a
+    check in a second of an address a library would otherwise retry for minutes (a Ray head, a tracking
+    server)."""
+    try:
+        socket.create_connection((host or "127.0.0.1", int(port)), timeout=timeout_s).close()
+    except OSError as exc:
+        return f"{exc.strerror or exc}, within {timeout_s:g} s"
+    return ""
 
 
 # --- the client ------------------------------------------------------------------------------------

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 from engine.config import lookup
-from engine.errors import ConfigError, MissingExtraError
+from engine.errors import BackendError, ConfigError, MissingExtraError
 
 TRACKERS = ("mlflow",)
 DEFAULT_URI = "mlruns"
@@ -82,10 +82,35 @@ def tracked(args, config: Mapping[str, Any], out: Path, task: str) -> Iterator[N
         yield
         return
     check_installed(kind)
+    uri = tracking_uri(getattr(args, "track_uri", None))
+    check_reachable(uri)
     yield
-    run_id = log_run(out, config, task, uri=getattr(args, "track_uri", None),
-                     experiment=getattr(args, "track_experiment", None) or Path(args.config).stem)
-    print(f"tracked: mlflow run {run_id} in {tracking_uri(getattr(args, 'track_uri', None))}")
+    try:
+        run_id = log_run(out, config, task, uri=uri,
+                         experiment=getattr(args, "track_experiment", None) or Path(args.config).stem)
+    except MissingExtraError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the run is saved; say so, and why its logging failed
+        raise BackendError(f"the run finished and its results are in {out}, but logging it to {uri} failed: "
+                           f"{type(exc).__name__}: {str(exc)[:300]}") from None
+    print(f"tracked: mlflow run {run_id} in {uri}")
+
+
+def check_reachable(uri: str, timeout_s: float = 5.0) -> None:
+    """An ``http(s)://`` tracking server that accepts no connection fails before the run starts (MLflow's own
+    client retries for minutes, and only after the run)."""
+    from urllib.parse import urlsplit
+
+    from engine.http import unreachable
+
+    parts = urlsplit(uri)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return
+    why = unreachable(parts.hostname, parts.port or (443 if parts.scheme == "https" else 80), timeout_s)
+    if why:
+        raise BackendError(f"no tracking server answers at {uri} ({why}): start it (`mlflow server --port "
+                           f"{parts.port or 80}`), fix --track-uri, or leave it out for a local file store "
+                           f"(./{DEFAULT_URI})")
 
 
 def log_run(out: Path, config: Mapping[str, Any], task: str, uri: str | None = None,

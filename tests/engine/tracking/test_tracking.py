@@ -88,6 +88,35 @@ def test_missing_mlflow_names_the_extra_and_runs_nothing(tiny, tmp_path, monkeyp
     assert not out.exists()
 
 
+def test_a_tracking_server_that_is_not_there_is_refused_before_the_run(tiny, tmp_path, capsys):
+    import socket
+
+    with socket.socket() as s:  # a port where nothing listens
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    out = tmp_path / "run"
+    uri = f"http://127.0.0.1:{port}"
+    assert main(["run", str(tiny), "--out", str(out), "--no-progress", "--track", "mlflow", "--track-uri", uri]) == 1
+    err = capsys.readouterr().err
+    assert f"no tracking server answers at {uri}" in err and "Traceback" not in err
+    assert not out.exists()  # nothing ran
+
+
+def test_a_failed_logging_after_the_run_says_the_results_are_saved(tiny, tmp_path, capsys, monkeypatch):
+    import engine.tracking as tracking
+
+    def fail(*a, **k):
+        raise RuntimeError("the store went away")
+
+    monkeypatch.setattr(tracking, "log_run", fail)
+    out = tmp_path / "run"
+    assert main(["run", str(tiny), "--out", str(out), "--no-progress", "--track", "mlflow",
+                 "--track-uri", str(tmp_path / "mlruns")]) == 1
+    err = capsys.readouterr().err
+    assert f"the run finished and its results are in {out}" in err and "the store went away" in err
+    assert (out / "summary.json").is_file()
+
+
 def test_sweep_passes_one_store_and_experiment_to_every_run(tmp_path):
     pytest.importorskip("mlflow")
     from engine.cli.sweep import _track_args
