@@ -26,6 +26,7 @@ workers and their loaded engines, a different one restarts them.
 from __future__ import annotations
 
 import json
+import sys
 import time
 from collections import deque
 from contextlib import contextmanager
@@ -262,6 +263,8 @@ class RoundLoop:
                 raise AssertionError("checkpoint cursor does not match the episode stream")
             if progress is not None and cursor.episodes_done:
                 progress(cursor.episodes_done)
+            print(f"resuming {run_key or method.name} from its checkpoint: round {first} of {len(batches)} "
+                  f"({cursor.episodes_done} episodes done)", file=sys.stderr)
         self.rounds_done = first
         timing = {"round_s": [], "apply_s": [], "checkpoint_s": [], "compute_s": []}
         t_run = time.perf_counter()
@@ -315,9 +318,7 @@ class RoundLoop:
                 self.stats["server_engine"] = engine_summary(scraped, self.stats["wall_s"]) | {
                     "samples": scraped.get("samples", 0), "errors": scraped.get("errors", 0)}
         if self.stats_path is not None:
-            self.stats_path.parent.mkdir(parents=True, exist_ok=True)
-            with open(self.stats_path, "a") as fh:
-                fh.write(json.dumps({"method": method.name, "run_key": run_key, **self.stats}) + "\n")
+            record_stats_line(self.stats_path, {"method": method.name, "run_key": run_key, **self.stats})
         return results
 
     def _record_stats(self, timing: dict[str, list[float]], wall: float, first: int, n_results: int,
@@ -355,6 +356,26 @@ class RoundLoop:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def record_stats_line(path: Path, line: Mapping[str, Any]) -> None:
+    """Add one executor run's line to ``executor_stats.jsonl``, replacing an earlier line of the same
+    ``run_key`` (a run rerun after an interruption, or resumed: one line per run, its last execution's);
+    the file is rewritten atomically."""
+    from engine.atomic_io import write_text
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    key = line.get("run_key")
+    kept = []
+    if path.is_file():
+        for old in path.read_text().splitlines():
+            try:
+                same = bool(key) and json.loads(old).get("run_key") == key
+            except ValueError:
+                same = False  # a line this code did not write: kept as it is
+            if not same:
+                kept.append(old)
+    write_text(path, "\n".join(kept + [json.dumps(line)]) + "\n")
 
 
 def worker_stats(name: str, episodes: int, busy_s: float, llm_calls: int, retried: int = 0,

@@ -343,8 +343,16 @@ def crash_after(n_episodes):
     return progress
 
 
+def test_a_rerun_replaces_its_line_in_executor_stats(tmp_path):
+    path = tmp_path / "executor_stats.jsonl"
+    for key in ("a-seed0", "b-seed0", "a-seed0"):  # a-seed0 run again (after an interrupted run of the folder)
+        LocalExecutor(stats_path=path).run(ToyMethod(), EPISODES, ToyLLMFactory(), 4, run_key=key)
+    lines = [json.loads(x) for x in path.read_text().splitlines()]
+    assert [x["run_key"] for x in lines] == ["b-seed0", "a-seed0"]
+
+
 @pytest.mark.parametrize("every", [1, 2])
-def test_resume_after_crash_equals_uninterrupted(tmp_path, every):
+def test_resume_after_crash_equals_uninterrupted(tmp_path, every, capsys):
     want = run_local(round_size=4)[:2]
     m = ToyMethod()
     with pytest.raises(Crash):  # dies in round 4, after 3 committed rounds
@@ -355,8 +363,11 @@ def test_resume_after_crash_equals_uninterrupted(tmp_path, every):
     seen = []
     m2 = ToyMethod()
     ex = LocalExecutor(checkpoint_every=every)
+    capsys.readouterr()
     got = ex.run(m2, EPISODES, ToyLLMFactory(), 4, seen.append, checkpoint_dir=tmp_path)
     assert ex.stats["resumed_at_round"] == cursor.rounds_done
+    assert f"from its checkpoint: round {cursor.rounds_done} of 6 ({4 * cursor.rounds_done} episodes done)" \
+        in capsys.readouterr().err
     assert sum(seen) == 24 and seen[0] == 4 * cursor.rounds_done
     assert_same_run((m2, got), want)
     assert_applied_once(m2, EPISODES)
