@@ -91,7 +91,7 @@ def plot_accuracy_vs_calls(summary: Sequence[Mapping[str, Any]], path: Path, bac
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6, 4.5))
+    fig, ax = plt.subplots(figsize=(6, 4.5), layout="constrained")
     markers = "osD^vP*X"
     for i, rec in enumerate(summary):
         # A legend, not point labels: methods with near-equal cost and accuracy overlap.
@@ -101,9 +101,8 @@ def plot_accuracy_vs_calls(summary: Sequence[Mapping[str, Any]], path: Path, bac
     ax.set_xlabel("LLM calls per test puzzle")
     ax.set_ylabel("accuracy, any of b (%)")
     model = str(summary[0].get("model") or "") if summary else ""
-    ax.set_title(f"Game of 24: accuracy vs calls ({_plot_label(backend, model)})")
+    ax.set_title(f"Game of 24: accuracy vs calls\n{_plot_label(backend, model)}", fontsize=10)
     ax.grid(alpha=0.3)
-    fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)
     plt.close(fig)
@@ -117,7 +116,7 @@ def plot_learning_curve(records: Sequence[Mapping[str, Any]], methods: Sequence[
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(12, 4.5))
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(12, 4.5), layout="constrained")
     for method in methods:
         x, acc = learning_curve(records, method, window)
         label = (labels or {}).get(method) or display_name(method)
@@ -134,10 +133,10 @@ def plot_learning_curve(records: Sequence[Mapping[str, Any]], methods: Sequence[
     ax.set_ylabel(f"accuracy (any of b) per window of {window} (%)")
     ax2.set_ylabel(f"LLM calls per puzzle, window of {window}")
     model = next((str(r["model"]) for r in records if r.get("model")), "")
-    ax.set_title(f"Game of 24: learning curve ({_plot_label(backend, model)})")
-    ax2.set_title(f"Game of 24: calls over the stream ({_plot_label(backend, model)})")
+    fig.suptitle(f"Game of 24 over the stream ({_plot_label(backend, model)})", fontsize=11)
+    ax.set_title("accuracy", fontsize=10)
+    ax2.set_title("LLM calls", fontsize=10)
     ax.legend(fontsize=8)
-    fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)
     plt.close(fig)

@@ -13,6 +13,8 @@ import math
 from pathlib import Path
 from typing import Any, Sequence
 
+import numpy as np
+
 from engine.errors import ConfigError
 from engine.tasks import summary_rows
 
@@ -86,16 +88,20 @@ def markdown(rows: Sequence[dict[str, Any]], keys: Sequence[str], metric: str, t
 
 def plot(rows: Sequence[dict[str, Any]], keys: Sequence[str], metric: str, path: Path, title: str) -> None:
     """One panel per swept key: ``metric`` against the key's values, one line per method (mean over the
-    other keys), every run's value as a faint point."""
+    other keys, the standard deviation over those runs as error bars), every run's value as a faint point.
+    Seeds are replicates, not a setting: a swept ``seeds`` / ``*.seed`` key gets no panel of its own, its
+    spread is in the error bars (a sweep of seeds alone: one panel of the methods)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     sim = any(r.get("simulated") for r in rows)
-    fig, axes = plt.subplots(1, len(keys), figsize=(4.5 * len(keys), 3.8), squeeze=False)
+    replicates = [k for k in keys if k in ("seeds", "seed") or k.endswith((".seed", ".seeds"))]
+    panels = [k for k in keys if k not in replicates] or ["method"]
+    fig, axes = plt.subplots(1, len(panels), figsize=(max(6.0, 4.5 * len(panels)), 4.0), squeeze=False, layout="constrained")
     methods = list(dict.fromkeys(r.get("method") for r in rows))
-    for ax, key in zip(axes[0], keys):
+    for ax, key in zip(axes[0], panels):
         values = list(dict.fromkeys(r.get(key) for r in rows))
         numeric = all(_is_number(v) for v in values)
         order = sorted(values) if numeric else values
@@ -103,8 +109,10 @@ def plot(rows: Sequence[dict[str, Any]], keys: Sequence[str], metric: str, path:
         for j, m in enumerate(methods):
             mine = [r for r in rows if r.get("method") == m and _is_number(r.get(metric))]
             ax.scatter([xs[r.get(key)] for r in mine], [r[metric] for r in mine], s=12, alpha=0.35, color=f"C{j}")
-            ax.plot([xs[v] for v in order], [_mean([r[metric] for r in mine if r.get(key) == v]) for v in order],
-                    marker="o", color=f"C{j}", label=str(m))
+            at = [(v, [r[metric] for r in mine if r.get(key) == v]) for v in order]
+            at = [(v, a) for v, a in at if a]
+            ax.errorbar([xs[v] for v, _ in at], [_mean(a) for _, a in at], yerr=[float(np.std(a)) for _, a in at],
+                        marker="o", color=f"C{j}", label=str(m), capsize=3)
         if numeric:
             ax.set_xticks([xs[v] for v in order], [_fmt(v) for v in order])
         else:
@@ -113,8 +121,9 @@ def plot(rows: Sequence[dict[str, Any]], keys: Sequence[str], metric: str, path:
         ax.set_ylabel(metric)
         ax.grid(alpha=0.3)
     axes[0][0].legend(fontsize=8)
-    fig.suptitle(title + (" (SIMULATED policy)" if sim else ""), fontsize=10)
-    fig.tight_layout()
+    spread = f"error bars: std over {', '.join(replicates)} and the other swept keys" if replicates else \
+        "error bars: std over the other swept keys"
+    fig.suptitle(title + (" (SIMULATED policy)" if sim else "") + "\n" + spread, fontsize=9)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
     plt.close(fig)
