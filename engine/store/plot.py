@@ -53,7 +53,8 @@ def plot_tree(store, path: Path, title: str = "experience tree", horizon_col: in
     ax.axis("off")
     sm = cm.ScalarMappable(norm=norm, cmap=cmap)
     fig.colorbar(sm, ax=ax, fraction=0.02, pad=0.01, label=f"reliability Q ({store.horizons[hc]})")
-    ax.set_title(title, fontsize=9)
+    ax.set_title(f"{title}\nevery active path drawn; leaf labels cut at 70 characters (the full texts: "
+                 f"toe store show DIR --tree); merged experiences not drawn", fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
