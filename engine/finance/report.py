@@ -120,19 +120,19 @@ def plot_relative_bars(rows: list[dict], path: Path, label: str) -> None:
 
     methods = list(dict.fromkeys(r["method"] for r in rows))
     settings = list(dict.fromkeys((r["period"], r["horizon"]) for r in rows))
-    get = {(r["method"], r["period"], r["horizon"]): r["tsIC"] for r in rows}
+    get = {(r["method"], r["period"], r["horizon"]): (r["tsIC"], r.get("tsIC_std")) for r in rows}
     x = np.arange(len(settings))
     w = 0.8 / max(1, len(methods))
-    fig, ax = plt.subplots(figsize=(1.6 + 1.5 * len(settings), 3.8))
+    fig, ax = plt.subplots(figsize=(1.6 + 1.5 * len(settings), 3.8), layout="constrained")
     for k, m in enumerate(methods):
-        vals = [get.get((m, p, h)) for p, h in settings]
-        ax.bar(x + (k - (len(methods) - 1) / 2) * w, [np.nan if v is None else v for v in vals], w, label=m)
+        vals = [get.get((m, p, h), (None, None)) for p, h in settings]
+        ax.bar(x + (k - (len(methods) - 1) / 2) * w, [np.nan if v is None else v for v, _ in vals], w, label=m,
+               yerr=[0.0 if sd is None or v is None else sd for v, sd in vals], capsize=2, error_kw={"lw": 0.8})
     ax.set_xticks(x, [f"{h}d\n{p}" for p, h in settings])
     ax.axhline(0, color="black", lw=0.5)
-    ax.set_ylabel("tsIC (mean over seeds)")
+    ax.set_ylabel("tsIC (mean over seeds, bars: std)")
     ax.legend(fontsize=7, ncol=2)
     ax.set_title(f"tsIC by setting ({label})", fontsize=9)
-    fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
@@ -146,7 +146,7 @@ def plot_tsic(preds: dict, alpha: np.ndarray, horizons, path: Path, label: str, 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, len(horizons), figsize=(5 * len(horizons), 3.6), sharey=True)
+    fig, axes = plt.subplots(1, len(horizons), figsize=(5 * len(horizons), 3.6), sharey=True, layout="constrained")
     axes = np.atleast_1d(axes)
     t = alpha.shape[1]
     for name, per_seed in preds.items():
@@ -166,7 +166,6 @@ def plot_tsic(preds: dict, alpha: np.ndarray, horizons, path: Path, label: str, 
     axes[0].set_ylabel(f"tsIC, trailing {window} days")
     axes[-1].legend(fontsize=7, loc="best")
     fig.suptitle(f"tsIC over time ({label})", fontsize=10)
-    fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
