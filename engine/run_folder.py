@@ -2,7 +2,8 @@
 
 ``episodes.parquet`` (one row per episode record), ``summary.json``
 (``{"meta": {...}, "methods": [one record per table row]}``), ``table.md`` and
-``config.toml`` (the config as resolved: ``--set`` overrides applied).
+``config.toml`` (the config as resolved: ``--set`` overrides applied, every default of the task's
+sections and ``[llm]`` filled in; ``toe run OUT/config.toml`` runs the same run).
 ``summary.json``'s ``meta.provenance`` (also the Parquet schema metadata of
 ``episodes.parquet``, key ``toe.provenance``) says what made the run: the command
 line, the git commit (and whether the tree had uncommitted changes), the versions
@@ -106,7 +107,7 @@ def write_summary(rows: Sequence[Mapping[str, Any]], meta: Mapping[str, Any], pa
 
 
 def write_config(config: Mapping[str, Any], path: str | Path) -> None:
-    """The config as the run resolved it (overrides applied), as TOML."""
+    """The config as the run resolved it (:func:`engine.runner.resolved_config`), as TOML."""
     import tomli_w
 
     atomic_io.write_text(path, tomli_w.dumps(_toml_ready(config)))

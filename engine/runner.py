@@ -15,7 +15,7 @@ records into a summary and tables. Everything else is here, written once:
   ``method``, ``seed`` and, when the task has parts, ``part``), ``summary.json`` (``meta`` + ``methods``:
   one record per table row), ``summary.parquet`` (the same rows seed by seed, flat: one row per
   method x seed, for pandas and duckdb), ``table.md``, the task's PNGs and
-  ``config.toml`` (the config as resolved, overrides applied), each written
+  ``config.toml`` (the resolved config, every default filled in: :func:`resolved_config`), each written
   atomically (:mod:`engine.atomic_io`).
 
 What answered is read from the records (``backend`` and ``model``, which a
@@ -106,6 +106,26 @@ class Task(Protocol):
         """Write the task's PNGs into ``out``; return (the Markdown tables, the PNG file names)."""
         ...
 
+    # optional: ``resolved(exp) -> {section: parsed dataclass or value}``, the task's own sections with every
+    # default filled in (:func:`resolved_config`); a task without it keeps its sections as given
+
+
+def resolved_config(task: Task, exp, config: Mapping[str, Any]) -> dict[str, Any]:
+    """The config the run ran, every default filled in: the task's parsed sections (``task.resolved``) and the
+    ``[llm]`` section as the engine parsed them, the rest as given (overrides applied). ``config.toml`` in the
+    run folder holds it, so ``toe run OUT/config.toml`` runs the same run."""
+    from engine.config import to_dict
+    from engine.llm.config import load_llm_config
+
+    sections: dict[str, Any] = {"llm": load_llm_config(config.get("llm"))}
+    resolved = getattr(task, "resolved", None)
+    if resolved is not None:
+        sections.update(resolved(exp))
+    out = dict(config)
+    for key, value in sections.items():
+        out[key] = to_dict(value)
+    return out
+
 
 def engine_probe(config: Mapping[str, Any]):
     """A factory of :class:`engine.llm.engine_metrics.MetricsSampler` on ``llm.metrics_url``, or None."""
@@ -191,7 +211,8 @@ def run_task(task: Task, config: Mapping[str, Any], options) -> int:
     if note:
         tables = f"{tables.rstrip()}\n\n{note}\n" if tables else note
         print(note, file=sys.stderr)
-    failed += write_run(out, task=task.name, config=config, options=options, summary=summary, records=records,
+    failed += write_run(out, task=task.name, config=resolved_config(task, exp, config), options=options,
+                        summary=summary, records=records,
                         tables=tables, backend=backend, model=model, wall=wall, seed_rows=seed_rows,
                         errors=[f"{what}: {type(exc).__name__}: {exc}" for what, exc in failed], started_at=started_at)
     if failed:

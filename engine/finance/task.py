@@ -49,6 +49,12 @@ def tree_dir(spec: RunSpec) -> str:
 class FinanceTask:
     name = "finance"
 
+    def resolved(self, run: FinanceRun) -> dict:
+        """The task's own sections with every default filled in (engine.runner.resolved_config)."""
+        from dataclasses import fields
+
+        return {f.name: getattr(run.cfg, f.name) for f in fields(run.cfg)}
+
     def parse(self, config, options) -> FinanceRun:
         import engine.baselines.prompts  # noqa: F401  (registers the baselines' prompts)
         from engine import templates

@@ -148,6 +148,13 @@ class ProphetArenaRun:
 class ForecastTask:
     """What the forecasting tasks (Prophet Arena, FutureX) share: their methods, rounds, LLM and checkpoints."""
 
+    def resolved(self, exp) -> dict:
+        """The task's own sections with every default filled in (engine.runner.resolved_config);
+        [memory_baselines] stays as given (its budget keys come from [memory], which it must not repeat)."""
+        from dataclasses import fields
+
+        return {f.name: getattr(exp.cfg, f.name) for f in fields(exp.cfg) if f.name != "memory_baselines"}
+
     def _evolves(self, exp, run: RunSpec) -> bool:
         return run.method == "foredreamer" and exp.cfg.run.evolve
 

@@ -38,6 +38,12 @@ class Game24Run:
 class Game24Task:
     name = "game24"
 
+    def resolved(self, run: Game24Run) -> dict:
+        """The task's own sections with every default filled in (engine.runner.resolved_config)."""
+        exp = run.exp
+        return {"methods": list(exp.methods), "seeds": list(exp.seeds), "title": exp.title, "protocol": exp.protocol,
+                "tot": exp.tot, "report": exp.report, "prompts": exp.prompts, "memory": exp.memory}
+
     def parse(self, config, options) -> Game24Run:
         from engine.llm.config import load_llm_config
 

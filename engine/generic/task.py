@@ -128,6 +128,11 @@ def llm_factory(llm_cfg, seed: int):
 class GenericTask:
     name = "generic"
 
+    def resolved(self, run: GenericRun) -> dict:
+        """The task's own sections with every default filled in (engine.runner.resolved_config)."""
+        return {"methods": list(run.methods), "seeds": list(run.seeds), "title": run.title, "data": run.data,
+                "checker": run.checker, "protocol": run.protocol, "memory": run.memory, "report": run.report}
+
     def parse(self, config, options) -> GenericRun:
         run = parse(config)
         for m in run.methods:  # a bad memory table fails before any run
