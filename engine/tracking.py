@@ -4,12 +4,14 @@ What one MLflow run holds (logged from the run folder once the runner has return
 the same run as an untracked one):
 
 - params: the resolved config (after ``--set``), flattened to ``section.key`` (also as ``config.json``);
-- tags: ``task``, ``backend``, ``model``, ``simulated``, ``run_folder``;
+- tags: ``task``, ``backend``, ``model``, ``simulated``, ``run_folder``, and what made the run (the git commit
+  as ``mlflow.source.git.commit``, ``git.dirty``, ``command``, ``version.<package>``, Python, machine, times);
 - metrics: every numeric column of the task's per-method summary records (:func:`engine.tasks.summary_rows`)
   as ``<method>/<column>``;
 - throughput: each line of the run folder's ``executor_stats.jsonl`` (one per executor run, i.e. method x
   seed) as steps of ``throughput/episodes_per_s``, ``throughput/round_s``, ``throughput/rounds``, ...;
-- artifacts: the run folder's tables, plots and JSON files (``*.md``, ``*.png``, ``*.json``, ``*.jsonl``).
+- artifacts: the run folder's tables, plots, JSON, Parquet and the resolved ``config.toml`` (``*.md``, ``*.png``,
+  ``*.json``, ``*.jsonl``, ``*.parquet``, ``*.toml``).
 
 The tracking URI defaults to a local file store, ``./mlruns`` (no server to start). MLflow 3 keeps the file
 store in maintenance mode behind ``MLFLOW_ALLOW_FILE_STORE``; the engine sets it for ``file:`` URIs it is
@@ -35,7 +37,7 @@ from engine.errors import BackendError, ConfigError, MissingExtraError
 
 TRACKERS = ("mlflow",)
 DEFAULT_URI = "mlruns"
-ARTIFACT_SUFFIXES = (".md", ".png", ".json", ".jsonl")
+ARTIFACT_SUFFIXES = (".md", ".png", ".json", ".jsonl", ".parquet", ".toml")
 _KEY = re.compile(r"[^A-Za-z0-9_\-. /]")
 MAX_PARAM = 6000  # MLflow's limit on a param value
 
@@ -113,6 +115,19 @@ def check_reachable(uri: str, timeout_s: float = 5.0) -> None:
                            f"(./{DEFAULT_URI})")
 
 
+def provenance_tags(prov: Mapping[str, Any]) -> dict[str, str]:
+    """What made the run (``summary.json`` ``meta.provenance``) as MLflow tags: MLflow's own git commit tag
+    (``mlflow.source.git.commit``), whether the tree was dirty, the command, the package versions
+    (``version.<package>``), Python, the machine, the start and end times and who counted tokens."""
+    git = prov.get("git") or {}
+    tags = {"mlflow.source.git.commit": git.get("commit"), "git.dirty": git.get("dirty"),
+            "command": " ".join(prov.get("command") or []) or None, "python": prov.get("python"),
+            "machine": prov.get("machine"), "started_at": prov.get("started_at"), "ended_at": prov.get("ended_at"),
+            "token_counter": prov.get("token_counter"),
+            **{f"version.{k}": v for k, v in (prov.get("versions") or {}).items()}}
+    return {k: str(v)[:5000] for k, v in tags.items() if v is not None}
+
+
 def log_run(out: Path, config: Mapping[str, Any], task: str, uri: str | None = None,
             experiment: str = "toe", run_name: str | None = None) -> str:
     """Log the finished run folder ``out`` to MLflow; returns the MLflow run id."""
@@ -129,7 +144,8 @@ def log_run(out: Path, config: Mapping[str, Any], task: str, uri: str | None = N
     first = rows[0] if rows else {}
     tags = {"task": task, "run_folder": str(Path(out).resolve()),
             "backend": str(first.get("backend", lookup(config, "llm.backend") or "")),
-            "model": str(first.get("model", "")), "simulated": str(bool(any(r.get("simulated") for r in rows)))}
+            "model": str(first.get("model", "")), "simulated": str(bool(any(r.get("simulated") for r in rows))),
+            **provenance_tags(summary.get("meta", {}).get("provenance") or {})}
     run = client.create_run(exp_id, run_name=run_name or Path(out).name, tags=tags)
     rid = run.info.run_id
     try:

@@ -74,7 +74,10 @@ def test_mlflow_run_is_written_and_read_back(tiny, tmp_path, monkeypatch):
     assert sorted(m.value for m in history) == pytest.approx(sorted(s["episodes_per_s"] for s in stats))
     names = {a.path for a in client.list_artifacts(run.info.run_id)}
     assert {"summary.json", "table.md", "config.json", "executor_stats.jsonl", "accuracy_vs_calls.png",
-            "learning_curve.png"} <= names
+            "learning_curve.png", "episodes.parquet", "summary.parquet", "config.toml"} <= names
+    prov = summary["meta"]["provenance"]  # what made the run, as tags
+    assert run.data.tags["mlflow.source.git.commit"] == str(prov["git"]["commit"])
+    assert run.data.tags["version.numpy"] == prov["versions"]["numpy"] and run.data.tags["started_at"]
     local = Path(client.download_artifacts(run.info.run_id, "summary.json", str(tmp_path)))
     assert json.loads(local.read_text()) == summary
 
