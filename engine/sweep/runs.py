@@ -60,6 +60,10 @@ class SweepRun:
     argv: tuple[str, ...]
     fingerprint: str
     finished: bool = False
+    # what the run's own process needs from a Ray cluster (toe sweep --executor ray): its config's
+    # [cluster] num_cpus_per_worker / num_gpus_per_worker x tensor_parallel_size when it runs locally
+    # (one worker: the process itself); an inner --executor ray run asks for its workers itself
+    resources: dict = field(default_factory=lambda: {"num_cpus": 1.0, "num_gpus": 0.0, "tensor_parallel_size": 1})
 
 
 @dataclass
@@ -103,25 +107,36 @@ def plan(options: SweepOptions) -> Sweep:
         path = options.out / "runs" / combo.name
         argv = ("run", str(options.config_path), "--out", str(path), "--no-progress",
                 *(x for s in sets for x in ("--set", s)), *options.run_args)
-        _preflight(resolved, options, path, sets)
+        planned = _preflight(resolved, options, path, sets)
         record = read_record(path)
         if record is not None and record.get("fingerprint") != fp:
             raise ConfigError(
                 f"run folder {str(path)!r} holds a run of another config (fingerprint {record.get('fingerprint')}, "
                 f"this sweep's run has {fp}): the config file or the common --set changed; use another --out")
         finished = record is not None and record.get("status") == "finished" and read_summary(path) is not None
-        sweep.runs.append(SweepRun(combo, path, argv, fp, finished))
+        sweep.runs.append(SweepRun(combo, path, argv, fp, finished, _resources(planned, options.run_args)))
     return sweep
 
 
-def _preflight(resolved: dict, options: SweepOptions, path: Path, sets) -> None:
-    """Validate the run's whole config the way ``toe run`` will, where the engine can (``engine.tasks.resolve``)."""
+def _resources(plan: dict | None, run_args: Sequence[str]) -> dict:
+    """What one run's process asks a Ray cluster for (see :attr:`SweepRun.resources`)."""
+    if plan is None:
+        return {"num_cpus": 1.0, "num_gpus": 0.0, "tensor_parallel_size": 1}
+    if "--executor" in run_args and list(run_args)[list(run_args).index("--executor") + 1:][:1] == ["ray"]:
+        return {"num_cpus": 0.0, "num_gpus": 0.0, "tensor_parallel_size": 1}  # a driver; its workers ask
+    return {"num_cpus": float(plan["num_cpus_per_worker"]), "num_gpus": float(plan["num_gpus_per_worker"]),
+            "tensor_parallel_size": int(plan["tensor_parallel_size"])}
+
+
+def _preflight(resolved: dict, options: SweepOptions, path: Path, sets) -> dict | None:
+    """Validate the run's whole config the way ``toe run`` will, where the engine can (``engine.tasks.resolve``);
+    the resolved plan."""
     try:
         from engine.tasks import RunOptions, resolve
     except ImportError:  # an engine without a resolved-plan check: each run validates itself
-        return
-    resolve(resolved, RunOptions(config_path=options.config_path, out=path, executor="local",
-                                 overrides=tuple(sets), progress=False))
+        return None
+    return resolve(resolved, RunOptions(config_path=options.config_path, out=path, executor="local",
+                                        overrides=tuple(sets), progress=False))
 
 
 def read_record(path: Path) -> dict | None:
@@ -150,9 +165,20 @@ def write_record(run: SweepRun, status: str, **extra) -> None:
     atomic_write_bytes(run.path / RUN_RECORD, (json.dumps(rec, indent=1, default=str) + "\n").encode())
 
 
-def child_env() -> dict[str, str]:
-    """The environment of a run's process: this one, with this engine first on PYTHONPATH."""
+# what a run's process on another node needs of the driver's environment (toe sweep --executor ray): the
+# engine's, the model servers' and libraries' settings, and the variables its config names (llm.api_key_env)
+SHIPPED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR", "PYTHONPATH", "VIRTUAL_ENV")
+SHIPPED_ENV_PREFIXES = ("TOE_", "OPENAI_", "HF_", "HUGGING_FACE_", "TRANSFORMERS_", "VLLM_", "CUDA_", "NCCL_",
+                        "MLFLOW_", "RAY_", "OMP_", "MKL_", "NUMBA_", "TOKENIZERS_")
+
+
+def child_env(only_shipped: bool = False, names: Sequence[str] = ()) -> dict[str, str]:
+    """The environment of a run's process: this one (``only_shipped``: only :data:`SHIPPED_ENV`, the
+    :data:`SHIPPED_ENV_PREFIXES` and ``names``, for a process on another node), with this engine first on
+    PYTHONPATH."""
     env = dict(os.environ)
+    if only_shipped:
+        env = {k: v for k, v in env.items() if k in SHIPPED_ENV or k in names or k.startswith(SHIPPED_ENV_PREFIXES)}
     root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = os.pathsep.join([root] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
     return env
@@ -221,7 +247,9 @@ def execute(sweep: Sweep) -> list[tuple[SweepRun, int]]:
             run_local(todo, opts.jobs, on_start, on_finish)
         else:
             run_ray = _sweep_runner(opts.executor)
-            run_ray(todo, opts.jobs, on_start, on_finish, address=opts.address, env=child_env())
+            key = lookup(sweep.config, "llm.api_key_env")  # the API key's variable, where the config names its own
+            run_ray(todo, opts.jobs, on_start, on_finish, address=opts.address,
+                    env=child_env(only_shipped=True, names=(key,) if isinstance(key, str) else ()))
     finally:
         if bar is not None:
             bar.close()
