@@ -22,6 +22,7 @@ run starts, naming the ``track`` extra.
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import os
@@ -50,6 +51,7 @@ def add_arguments(parser) -> None:
                         help=f"tracking URI (default: a local file store, ./{DEFAULT_URI}); e.g. http://HOST:5000")
     parser.add_argument("--track-experiment", default=None,
                         help="experiment name (default: the config file's name)")
+    parser.add_argument("--track-parent", default=None, help=argparse.SUPPRESS)  # toe sweep: its parent run
 
 
 def tracking_uri(uri: str | None) -> str:
@@ -89,7 +91,8 @@ def tracked(args, config: Mapping[str, Any], out: Path, task: str) -> Iterator[N
     yield
     try:
         run_id = log_run(out, config, task, uri=uri,
-                         experiment=getattr(args, "track_experiment", None) or Path(args.config).stem)
+                         experiment=getattr(args, "track_experiment", None) or Path(args.config).stem,
+                         parent=getattr(args, "track_parent", None))
     except MissingExtraError:
         raise
     except Exception as exc:  # noqa: BLE001 - the run is saved; say so, and why its logging failed
@@ -128,16 +131,49 @@ def provenance_tags(prov: Mapping[str, Any]) -> dict[str, str]:
     return {k: str(v)[:5000] for k, v in tags.items() if v is not None}
 
 
-def log_run(out: Path, config: Mapping[str, Any], task: str, uri: str | None = None,
-            experiment: str = "toe", run_name: str | None = None) -> str:
-    """Log the finished run folder ``out`` to MLflow; returns the MLflow run id."""
-    from engine.tasks import summary_rows
-
+def _client(uri: str | None):
     MlflowClient = _mlflow()
     uri = tracking_uri(uri)
     if uri.startswith("file:"):
         os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
-    client = MlflowClient(tracking_uri=uri)
+    return MlflowClient(tracking_uri=uri)
+
+
+def open_parent(out: Path, uri: str, experiment: str) -> str:
+    """``toe sweep --track``: the sweep's parent run (its id kept in ``out/mlflow_parent_run``, so a resumed
+    sweep keeps one parent); every combination's run is logged as its child."""
+    client = _client(uri)
+    mark = Path(out) / "mlflow_parent_run"
+    if mark.is_file():
+        rid = mark.read_text().strip()
+        try:
+            client.get_run(rid)
+            client.update_run(rid, status="RUNNING")
+            return rid
+        except Exception:  # noqa: BLE001 - a store that lost it: a new parent
+            pass
+    run = client.create_run(_experiment_id(client, experiment), run_name=Path(out).name,
+                            tags={"sweep_folder": str(Path(out).resolve()), "kind": "sweep"})
+    Path(out).mkdir(parents=True, exist_ok=True)
+    mark.write_text(run.info.run_id)
+    return run.info.run_id
+
+
+def close_parent(out: Path, uri: str, run_id: str, ok: bool) -> None:
+    """The sweep's combined table, Parquet and plots as the parent's artifacts; FINISHED or FAILED."""
+    client = _client(uri)
+    for path in sorted(Path(out).iterdir()):
+        if path.is_file() and path.suffix in ARTIFACT_SUFFIXES:
+            client.log_artifact(run_id, str(path))
+    client.set_terminated(run_id, status="FINISHED" if ok else "FAILED")
+
+
+def log_run(out: Path, config: Mapping[str, Any], task: str, uri: str | None = None,
+            experiment: str = "toe", run_name: str | None = None, parent: str | None = None) -> str:
+    """Log the finished run folder ``out`` to MLflow (``parent``: a sweep's parent run id); returns the run id."""
+    from engine.tasks import summary_rows
+
+    client = _client(uri)
     exp_id = _experiment_id(client, experiment)
     summary = json.loads((out / "summary.json").read_text())
     rows = summary_rows(task, summary)
@@ -145,7 +181,8 @@ def log_run(out: Path, config: Mapping[str, Any], task: str, uri: str | None = N
     tags = {"task": task, "run_folder": str(Path(out).resolve()),
             "backend": str(first.get("backend", lookup(config, "llm.backend") or "")),
             "model": str(first.get("model", "")), "simulated": str(bool(any(r.get("simulated") for r in rows))),
-            **provenance_tags(summary.get("meta", {}).get("provenance") or {})}
+            **provenance_tags(summary.get("meta", {}).get("provenance") or {}),
+            **({"mlflow.parentRunId": parent} if parent else {})}
     run = client.create_run(exp_id, run_name=run_name or Path(out).name, tags=tags)
     rid = run.info.run_id
     try:

@@ -30,13 +30,27 @@ def _sweep(args) -> int:
     from engine.sweep import SweepOptions, parse_axis, run_sweep
 
     out = args.out or Path("runs") / f"{args.config.stem}-sweep"
+    track = _track_args(args, out)
+    parent = None
+    if track:  # one parent run for the sweep, each combination's run its child
+        uri, experiment = track[3], track[5]
+        tracking.check_reachable(uri)
+        parent = tracking.open_parent(out, uri, experiment)
+        track += ["--track-parent", parent]
     options = SweepOptions(
         config_path=args.config, out=out,
         axes=tuple(parse_axis(g) for g in args.grid), overrides=tuple(args.overrides),
         executor=args.executor, jobs=args.jobs, address=args.address, metric=args.metric,
-        progress=args.progress, run_args=tuple(_track_args(args, out)),
+        progress=args.progress, run_args=tuple(track),
     )
-    return run_sweep(options)
+    rc = 1
+    try:
+        rc = run_sweep(options)
+    finally:
+        if parent is not None:
+            tracking.close_parent(out, track[3], parent, rc == 0)
+            print(f"tracked: mlflow parent run {parent} in {track[3]}")
+    return rc
 
 
 def _track_args(args, out: Path) -> list[str]:

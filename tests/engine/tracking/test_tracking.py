@@ -129,3 +129,23 @@ def test_sweep_passes_one_store_and_experiment_to_every_run(tmp_path):
     assert got == ["--track", "mlflow", "--track-uri", (tmp_path / "grid" / "mlruns").resolve().as_uri(),
                    "--track-experiment", "grid"]
     assert _track_args(argparse.Namespace(track=None, track_uri=None, track_experiment=None), tmp_path) == []
+
+
+def test_a_tracked_sweep_is_one_parent_run_with_a_child_per_combination(tiny, tmp_path):
+    pytest.importorskip("mlflow")
+    from mlflow.tracking import MlflowClient
+
+    out = tmp_path / "grid"
+    assert main(["sweep", str(tiny), "--grid", "seeds=0,1", "--out", str(out), "--no-progress", "--jobs", "2",
+                 "--set", "report.plots=false", "--track", "mlflow"]) == 0
+    client = MlflowClient(tracking_uri=(out / "mlruns").resolve().as_uri())
+    exp = client.get_experiment_by_name("grid")
+    runs = client.search_runs([exp.experiment_id])
+    parents = [r for r in runs if r.data.tags.get("kind") == "sweep"]
+    assert len(parents) == 1 and parents[0].info.status == "FINISHED"
+    children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parents[0].info.run_id]
+    assert len(children) == 2 and len(runs) == 3
+    for child in children:
+        names = {a.path for a in client.list_artifacts(child.info.run_id)}
+        assert {"episodes.parquet", "config.toml", "summary.json"} <= names
+    assert "sweep.parquet" in {a.path for a in client.list_artifacts(parents[0].info.run_id)}
