@@ -2,20 +2,19 @@
 
 from __future__ import annotations
 
-import json
 import random
 import re
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
 from engine.errors import BackendError, InputError
 from engine.http import HTTPClient, RetryPolicy
+from loopback import Loopback  # tests/engine/loopback.py
 
 
-class Server:
+class Server(Loopback):
     """Counts requests in flight and client connections; ``hold`` makes each request wait until ``hold``
     are in flight together (or every expected request has arrived): the bound is observed, not timed."""
 
@@ -24,43 +23,21 @@ class Server:
         self.inflight = self.most = self.seen = 0
         self.ports: set[int] = set()
         self.cond = threading.Condition()
-        srv = self
+        super().__init__(self.answer)
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *a):
-                pass
-
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                with srv.cond:
-                    srv.ports.add(self.client_address[1])
-                    srv.inflight += 1
-                    srv.seen += 1
-                    srv.most = max(srv.most, srv.inflight)
-                    srv.cond.notify_all()
-                    if srv.hold:
-                        srv.cond.wait_for(lambda: srv.inflight >= srv.hold or srv.seen >= srv.expect, timeout=20)
-                    action = srv.script.pop(0) if srv.script else 200
-                    srv.inflight -= 1
-                status, headers = (action, {}) if isinstance(action, int) else action
-                payload = json.dumps({"echo": body} if status == 200 else {"error": "scripted"}).encode()
-                self.send_response(status)
-                for k, v in headers.items():
-                    self.send_header(k, v)
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+    def answer(self, req):
+        with self.cond:
+            self.ports.add(req.client_port)
+            self.inflight += 1
+            self.seen += 1
+            self.most = max(self.most, self.inflight)
+            self.cond.notify_all()
+            if self.hold:
+                self.cond.wait_for(lambda: self.inflight >= self.hold or self.seen >= self.expect, timeout=20)
+            action = self.script.pop(0) if self.script else 200
+            self.inflight -= 1
+        status, headers = (action, {}) if isinstance(action, int) else action
+        return status, ({"echo": req.body} if status == 200 else {"error": "scripted"}), headers
 
 
 @pytest.fixture

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -23,65 +21,42 @@ from engine.game24.simulated_policy import simulated_backend
 from engine.generic.simulated import GenericPolicy
 from engine.llm.base import Request
 from engine.llm.simulated import SimulatedBackend
+from loopback import Loopback  # tests/engine/loopback.py
 
 ROOT = Path(__file__).resolve().parents[3]
 TIMING = {"wall_s", "llm_latency_s"}
 
 
-class PolicyServer:
+class PolicyServer(Loopback):
+    """Says it is vLLM (structured_format = "auto": guided_* fields, which the policy ignores) and answers
+    with ``policy``; with ``faults``, the hash-chosen failures of the module docstring."""
+
     def __init__(self, faults: bool, policy):
         self.faults, self.failed, self.cache = faults, 0, False
-        srv = self
+        super().__init__(self.answer)
+        self.policy = policy
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *a):
-                pass
-
-            def do_GET(self):  # a vLLM server (structured_format = "auto": guided_* fields, which it ignores)
-                if self.path == "/v1/models":
-                    return self._send(200, {"data": [{"id": "sim", "owned_by": "vllm"}]})
-                self._send(404, {})
-
-            def do_POST(self):
-                raw = self.rfile.read(int(self.headers["Content-Length"]))
-                body = json.loads(raw)
-                roll = int(hashlib.sha256(raw).hexdigest()[:8], 16) % 100 if srv.faults else 99
-                if roll == 0:  # a dropped connection: no answer at all
-                    srv.failed += 1
-                    self.close_connection = True
-                    self.connection.shutdown(2)
-                    return
-                if roll <= 5:
-                    srv.failed += 1
-                    return self._send(500, {"error": {"message": "injected fault"}})
-                prompt = body["messages"][-1]["content"] if "messages" in body else body["prompt"]
-                req = Request(prompt=prompt, n=body.get("n", 1), temperature=body.get("temperature", 0.7),
-                              max_tokens=body.get("max_tokens", 16), stop=tuple(body.get("stop") or ()),
-                              seed=body.get("seed"))
-                (resp,) = policy.generate([req])
-                self._send(200, {"model": "sim", "choices": [
-                    {"index": i, "text": c.text, "finish_reason": c.finish_reason} for i, c in enumerate(resp.completions)],
-                    "usage": {"prompt_tokens": resp.prompt_tokens, "completion_tokens": resp.completion_tokens,
-                              **({"prompt_tokens_details": {"cached_tokens": resp.prompt_tokens // 4}}
-                                 if srv.cache else {})}})
-
-            def _send(self, status, obj):
-                data = json.dumps(obj).encode()
-                self.send_response(status)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+    def answer(self, req):
+        if req.method == "GET":
+            return (200, {"data": [{"id": "sim", "owned_by": "vllm"}]}) if req.path == "/v1/models" else (404, {})
+        roll = int(hashlib.sha256(req.raw).hexdigest()[:8], 16) % 100 if self.faults else 99
+        if roll == 0:  # a dropped connection: no answer at all
+            self.failed += 1
+            return req.drop()
+        if roll <= 5:
+            self.failed += 1
+            return 500, {"error": {"message": "injected fault"}}
+        body = req.body
+        prompt = body["messages"][-1]["content"] if "messages" in body else body["prompt"]
+        (resp,) = self.policy.generate([Request(prompt=prompt, n=body.get("n", 1),
+                                                temperature=body.get("temperature", 0.7),
+                                                max_tokens=body.get("max_tokens", 16),
+                                                stop=tuple(body.get("stop") or ()), seed=body.get("seed"))])
+        usage = {"prompt_tokens": resp.prompt_tokens, "completion_tokens": resp.completion_tokens}
+        if self.cache:
+            usage["prompt_tokens_details"] = {"cached_tokens": resp.prompt_tokens // 4}
+        return 200, {"model": "sim", "usage": usage, "choices": [
+            {"index": i, "text": c.text, "finish_reason": c.finish_reason} for i, c in enumerate(resp.completions)]}
 
 
 LLM = ["--set", "llm.backend=openai", "--set", "llm.model=sim", "--set", "llm.retries=0",

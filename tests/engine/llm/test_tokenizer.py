@@ -1,8 +1,5 @@
 """llm.tokenizer: the model's own token counts behind one count_tokens per backend."""
 
-import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -13,6 +10,7 @@ from engine.llm.factory import make_backend
 from engine.llm.tokenizer import ESTIMATE, ServerTokenizer, describe, label_of
 from engine.llm.tokens import count_tokens
 from engine.memory_budget import token_counter
+from loopback import Loopback  # tests/engine/loopback.py
 
 TEXT = "Input: 4 9 10 13\nPossible next steps:\n4 + 9 = 13 (left: 10 13 13)"
 
@@ -25,38 +23,20 @@ def _minilm_tokenizer() -> Path:
     return path
 
 
-class TokenizeServer:
+class TokenizeServer(Loopback):
     """/tokenize as llama.cpp (``{"tokens": [...]}``), as vLLM (``{"count": n, ...}``), or absent (404)."""
 
     def __init__(self, dialect: str):
-        srv, self.seen = self, []
+        self.dialect, self.seen = dialect, []
+        super().__init__(self.answer)
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *a):
-                pass
-
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                srv.seen.append((self.path, body))
-                toks = list(range(len(body["content"].split())))  # one token per word
-                status, out = ((404, {"error": "not found"}) if dialect == "none" or self.path != "/tokenize" else
-                               (200, {"tokens": toks} if dialect == "llamacpp" else
-                                {"count": len(toks), "tokens": toks, "max_model_len": 4096}))
-                data = json.dumps(out).encode()
-                self.send_response(status)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+    def answer(self, req):
+        self.seen.append((req.path, req.body))
+        toks = list(range(len(req.body["content"].split())))  # one token per word
+        if self.dialect == "none" or req.path != "/tokenize":
+            return 404, {"error": "not found"}
+        return 200, ({"tokens": toks} if self.dialect == "llamacpp" else
+                     {"count": len(toks), "tokens": toks, "max_model_len": 4096})
 
 
 @pytest.fixture
