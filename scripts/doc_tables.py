@@ -64,7 +64,7 @@ RUNS = {
                            "--set 'run.methods=[\"foredreamer\",\"full_text\",\"rag\",\"mem0\",\"memrl\",\"reme\",\"flex\","
                            "\"hipporag\",\"memoryos\",\"amem\",\"lightmem\",\"langmem\"]' --set run.max_questions=3 "
                            "--set 'data.categories=[]' --set agent.top_k=4 --set agent.context_chars=30000 --out runs/pa-baselines"),
-    # the real embedded model (SmolLM2-135M through llama.cpp, structured outputs on): about 40 minutes on 2 cores
+    # the real embedded model (SmolLM2-135M through llama.cpp, structured outputs on): 145 s on an idle 2-core machine
     "prophet-arena-smollm2": (".venv/bin/toe run configs/prophet-arena.toml --set 'data.categories=[]' "
                               "--set 'run.methods=[\"no_information\",\"foredreamer\"]' --set run.max_questions=1 "
                               "--set llm.threads=1 --out runs/pa-smollm2"),
