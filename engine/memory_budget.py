@@ -31,6 +31,7 @@ from typing import Any, Callable, Mapping, Sequence, TypeVar
 
 from engine import codec
 from engine.config import check, from_dict
+from engine.llm.base import through
 from engine.llm.tokens import count_prompt_tokens
 
 T = TypeVar("T")
@@ -61,22 +62,9 @@ def load_budget(config: Mapping[str, Any]) -> MemoryBudget:
 # --- the backend's limits ------------------------------------------------------------------
 
 
-def _through(backend, attr: str):
-    """``backend.attr``, looked up through wrappers (MeteredBackend, ConstraintSwitch: ``.backend``)."""
-    seen = 0
-    while backend is not None and seen < 8:
-        value = getattr(backend, attr, None)
-        if value is not None:
-            return value
-        inner = getattr(backend, "backend", None)
-        backend = inner if inner is not None and hasattr(inner, "generate") else None
-        seen += 1
-    return None
-
-
 def context_window(backend) -> int | None:
     """Tokens the backend's model accepts per request (prompt + completion), or None when unknown/unbounded."""
-    value = _through(backend, "context_window")
+    value = through(backend, "context_window")
     if value is None:
         return None
     value = int(value)
@@ -86,7 +74,7 @@ def context_window(backend) -> int | None:
 def token_counter(backend) -> Callable[[str], int]:
     """How ``backend`` counts the tokens of a text: its ``count_tokens`` if it has one, else the estimate
     (looked up once; a caller counting many prompts keeps the function)."""
-    counter = _through(backend, "count_tokens") if backend is not None else None
+    counter = through(backend, "count_tokens") if backend is not None else None
     if callable(counter):
         return lambda text: int(counter(text))
     return count_prompt_tokens

@@ -201,6 +201,19 @@ class UsageMeter:
                     u._note(resp)
 
 
+def through(backend, attr: str):
+    """``backend.attr``, looked up through wrappers (MeteredBackend, ConstraintSwitch: ``.backend``)."""
+    seen = 0
+    while backend is not None and seen < 8:
+        value = getattr(backend, attr, None)
+        if value is not None:
+            return value
+        inner = getattr(backend, "backend", None)
+        backend = inner if inner is not None and hasattr(inner, "generate") else None
+        seen += 1
+    return None
+
+
 def answered_by(backend) -> tuple[str, str]:
     """``(backend, model)`` that produced a backend's text, for every label of a result.
 

@@ -142,8 +142,8 @@ def check_spec(spec: str) -> None:
 
 
 def attach(backend, cfg) -> None:
-    """Give ``backend`` (built from ``cfg``) the ``count_tokens`` that ``cfg.tokenizer`` names, and its
-    ``tokenizer_label``; the estimate needs nothing (``engine.memory_budget`` falls back to it)."""
+    """Give ``backend`` (built from ``cfg``) the ``count_tokens`` that ``cfg.tokenizer`` names (a counter with a
+    ``label``, :func:`label_of`); the estimate needs nothing (``engine.memory_budget`` falls back to it)."""
     import os
 
     spec, kind = cfg.tokenizer, cfg.backend
@@ -168,9 +168,9 @@ def attach(backend, cfg) -> None:
 
 def label_of(backend) -> str:
     """What counts ``backend``'s tokens (through wrappers): its counter's label, else the estimate."""
-    from engine.memory_budget import _through
+    from engine.llm.base import through
 
-    return getattr(_through(backend, "count_tokens"), "label", None) or ESTIMATE
+    return getattr(through(backend, "count_tokens"), "label", None) or ESTIMATE
 
 
 def describe(cfg) -> str:
