@@ -572,13 +572,13 @@ TABLES = {
     "bench-finance-mem0-store-table": ("benchmarks/results/finance.md", "finance", finance_mem0_store),
     "bench-finance-instructions-table": ("benchmarks/results/finance.md", "finance", finance_instructions),
     "bench-sandbox-table": ("benchmarks/results/sandbox.md", "sandbox", sandbox),
-    "speed-table": ("README.md", "*", speed),
+    "speed-table": ("docs/commands.md", "*", speed),
     "index-summary-table": ("docs/retrieval.md", "index", index_summary),
     "store-summary-table": ("docs/store.md", "store", store_summary),
     "cluster-speedup-table": ("docs/cluster.md", "cluster", cluster_speedup),
-    "cluster-recheck-table": ("docs/cluster.md", "cluster", cluster_recheck),
+    "cluster-recheck-table": ("benchmarks/results/cluster.md", "cluster", cluster_recheck),
     "bench-cluster-ceiling-table": ("benchmarks/results/cluster.md", "cluster", cluster_ceiling),
-    "cluster-ceiling-table": ("docs/cluster.md", "cluster", cluster_ceiling),
+    "cluster-ceiling-table": ("benchmarks/results/cluster.md", "cluster", cluster_ceiling),
 }
 
 # which run keys each table reads (for the footer's commands); default: every run of the topic

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 from pathlib import Path
@@ -281,10 +282,10 @@ NO_MODEL_TABLES = {"prophet-reference-table", "prophet-reference-full-table"}
 
 # marker name -> (document, run in RUNS, renderer)
 TABLES: dict[str, tuple[str, str, Callable[[dict], list[str]]]] = {
-    "prophet-reference-table": ("README.md", "prophet-arena", prophet_reference),
+    "prophet-reference-table": ("docs/commands.md", "prophet-arena", prophet_reference),
     "prophet-reference-full-table": ("docs/forecast.md", "prophet-arena", prophet_reference_full),
     "game24-table": ("README.md", "game24", game24_short),
-    "finance-table": ("README.md", "finance", finance_exploitation),
+    "finance-table": ("docs/commands.md", "finance", finance_exploitation),
     "game24-full-table": ("docs/game24.md", "game24", game24_full),
     "game24-baselines-table": ("docs/baselines.md", "game24", game24_baselines),
     "finance-tsic-table": ("docs/finance.md", "finance", _finance_metric("tsIC")),
@@ -293,8 +294,8 @@ TABLES: dict[str, tuple[str, str, Callable[[dict], list[str]]]] = {
     "game24-filtered-table": ("docs/game24.md", "game24-filtered", game24_filtered),
     "forecast-baselines-table": ("docs/forecast_baselines.md", "forecast-baselines", forecast_brier_accuracy),
     "futurex-table": ("docs/futurex.md", "futurex", futurex_accuracy),
-    "prophet-smollm2-table": ("README.md", "prophet-arena-smollm2", forecast_real_model),
-    "game24-smollm2-table": ("README.md", "game24-smollm2", game24_short),
+    "prophet-smollm2-table": ("docs/commands.md", "prophet-arena-smollm2", forecast_real_model),
+    "game24-smollm2-table": ("docs/game24.md", "game24-smollm2", game24_short),
 }
 # the benchmarks' tables: the source is "bench:<topic>" (benchmarks/results/<topic>.json; "bench:*" every topic)
 TABLES.update({name: (doc, f"bench:{topic}", render) for name, (doc, topic, render) in bench.TABLES.items()})
@@ -315,9 +316,20 @@ def load_bench(topic: str, bench_results: Path = BENCH_RESULTS) -> dict:
 
 
 def _machine(m: dict) -> str:
-    what = m.get("description") or f"{m.get('cpu', '?')}, {m.get('cores', '?')} cores, {m.get('memory_gib', '?')} GiB"
-    la = m.get("load_average") or (f"{m['load_average_1_5_15'][0]:.1f}" if m.get("load_average_1_5_15") else None)
-    return what + (f", load average {la}" if la else "")
+    return m.get("description") or f"{m.get('cpu', '?')}, {m.get('cores', '?')} cores, {m.get('memory_gib', '?')} GiB"
+
+
+def _span(loads: list[str]) -> str:
+    """Load averages as one range where they are all numbers (``1.0-3.1``), else as recorded."""
+    try:
+        xs = [float(x) for x in loads]
+    except ValueError:
+        return ", ".join(loads)
+    return f"{min(xs):.1f}" if min(xs) == max(xs) else f"{min(xs):.1f}-{max(xs):.1f}"
+
+
+def _load(m: dict) -> str | None:
+    return m.get("load_average") or (f"{m['load_average_1_5_15'][0]:.1f}" if m.get("load_average_1_5_15") else None)
 
 
 def _bench_footer(name: str, data: dict) -> str:
@@ -331,21 +343,25 @@ def _bench_footer(name: str, data: dict) -> str:
     parts = []
     for cmd, rs in by_cmd.items():
         dates = sorted({r["date"][:10] for r in rs})
-        machines = list(dict.fromkeys(_machine(r["machine"]) for r in rs))
-        parts.append(f"`{cmd}` ({len(rs)} run{'s' if len(rs) > 1 else ''}, {', '.join(dates)}; {'; '.join(machines)})")
+        loads = list(dict.fromkeys(x for x in (_load(r["machine"]) for r in rs) if x))
+        parts.append(f"`{cmd}` ({len(rs)} run{'s' if len(rs) > 1 else ''}, {', '.join(dates)}"
+                     + (f", load average {_span(loads)}" if loads else "") + ")")
+    machines = list(dict.fromkeys(_machine(r["machine"]) for r in used))  # once per table, not once per run
     sim = any(r["figures"].get("simulated") for r in used)
     return (f"<sub>Rendered by `benchmarks/build_results.py` from `benchmarks/results/{data['topic']}.json`, measured by "
-            + "; ".join(parts) + "." + (" SIMULATED policy: a test harness, not a model." if sim else "") + "</sub>")
+            + "; ".join(parts) + f" on {'; '.join(machines)}."
+            + (" SIMULATED policy: a test harness, not a model." if sim else "") + "</sub>")
 
 
 def render_block(name: str, results: Path = RESULTS, bench_results: Path = BENCH_RESULTS) -> str:
     """What goes between ``<!-- name -->`` and ``<!-- /name -->``: the table and the command that made it."""
-    _, source, render = TABLES[name]
+    doc, source, render = TABLES[name]
     if source == "bench:*":
         topics = {p.stem: load_bench(p.stem, bench_results) for p in sorted(bench_results.glob("*.json"))}
+        link = os.path.relpath("benchmarks/RESULTS.md", os.path.dirname(doc) or ".")  # from the document's folder
         return "\n".join(render(topics) + [
             "", "<sub>Rendered by `benchmarks/build_results.py` from `benchmarks/results/*.json`; the command, machine "
-                "and date of every figure are under its table in [benchmarks/RESULTS.md](benchmarks/RESULTS.md).</sub>"])
+                f"and date of every figure are under its table in [benchmarks/RESULTS.md]({link}).</sub>"])
     if source.startswith("bench:"):
         data = load_bench(source[len("bench:"):], bench_results)
         return "\n".join(render(data) + ["", _bench_footer(name, data)])

@@ -69,9 +69,9 @@ def test_a_changed_prophet_reference_figure_makes_its_tables_stale(tmp_path):
     market["brier"]["Economics"] += 0.01
     path.write_text(json.dumps(s))
     assert dt.update(tmp_path, results, check=True, bench_results=bench) == [
-        "README.md: prophet-reference-table", "docs/forecast.md: prophet-reference-full-table"]
+        "docs/commands.md: prophet-reference-table", "docs/forecast.md: prophet-reference-full-table"]
     dt.update(tmp_path, results, bench_results=bench)
-    assert f"| Economics | {market['brier']['Economics']:.4f} |" in (tmp_path / "README.md").read_text()
+    assert f"| Economics | {market['brier']['Economics']:.4f} |" in (tmp_path / "docs/commands.md").read_text()
 
 
 def test_a_changed_benchmark_figure_makes_the_speed_tables_and_results_md_stale(tmp_path):
@@ -82,10 +82,10 @@ def test_a_changed_benchmark_figure_makes_the_speed_tables_and_results_md_stale(
     node["p50_ms"] = 0.777
     path.write_text(json.dumps(data))
     stale = dt.update(tmp_path, results, check=True, bench_results=bench)
-    assert stale == ["benchmarks/results/index.md: bench-index-100k-table", "README.md: speed-table",
+    assert stale == ["benchmarks/results/index.md: bench-index-100k-table", "docs/commands.md: speed-table",
                      "docs/retrieval.md: index-summary-table", dt.RESULTS_MD]
     dt.update(tmp_path, results, bench_results=bench)
-    assert "p50 0.78 ms at recall@8" in (tmp_path / "README.md").read_text()
+    assert "p50 0.78 ms at recall@8" in (tmp_path / "docs/commands.md").read_text()
     assert "| 0.777 |" in (tmp_path / dt.RESULTS_MD).read_text()
     assert dt.update(tmp_path, results, check=True, bench_results=bench) == []
 
