@@ -86,6 +86,7 @@ def test_local_backend_counts_tokens_as_its_server_tokenizes():
     import urllib.request
 
     from engine.finance import prompts as F
+    from engine.forecast import prompts as FP
     from engine.generic.method import prompt as generic_prompt
     from engine.llm.config import load_llm_config
     from engine.llm.factory import make_backend
@@ -97,6 +98,10 @@ def test_local_backend_counts_tokens_as_its_server_tokenizes():
                P.answer_prompt("4 9 10 13", ["13 - 9 = 4 (left: 4 4 10)", "10 + 4 = 14 (left: 4 14)"]),
                F.sentiment_prompt("Banks", "Rates cut", "The central bank cut rates by 50 basis points."),
                F.route_prompt("Banks", ["rates", "credit"], "Rates cut", "The central bank cut rates."),
+               F.merge_prompt("Banks", "rates", "Rate cuts lift loan demand.", "Lower rates raise lending volumes."),
+               F.merge_factor_prompt("Banks", "rates", "monetary policy"),
+               FP.main_system("2025-07-01"), FP.repair_prompt("the answer had no JSON object"),
+               FP.subagent_user("/item/turn1_item1", "raw_data.json", "final_data.txt"),
                generic_prompt("Compute 17 * 23.", "Example 1 - Success: 2 + 2 = 4")]
     b = make_backend(load_llm_config({"llm": {"backend": "local", "parallel": 1, "threads": 1, "context": 1024}}))
     try:
