@@ -155,3 +155,23 @@ def test_documented_commands_run(doc, line, body, scratch, pa_data, monkeypatch,
 def test_every_block_is_seen():
     names = {d for d, _, _ in CASES}
     assert {"README.md", "cluster.md", "game24.md", "llm.md", "finance.md"} <= names
+
+
+def test_no_two_documented_runs_write_one_folder():
+    """Run top to bottom, the docs' commands never collide: two different runs (or sweeps) shown anywhere
+    never write the same run folder (the second would be refused: 'holds a finished run')."""
+    seen: dict[str, set[str]] = {}
+    for name, line, body in blocks():
+        text = re.sub(r"\\\n\s*", " ", body)  # continuation lines joined
+        for cmd in text.splitlines():
+            cmd = cmd.split(" #", 1)[0].strip()
+            m = re.match(r"^(?:\S*/)?toe (run|sweep) (\S+)(.*)$", cmd)
+            if not m or "--dry-run" in cmd:
+                continue
+            kind, config, rest = m.groups()
+            out = re.search(r"--out (\S+)", rest)
+            folder = out.group(1) if out else f"runs/{Path(config).stem}" + ("-sweep" if kind == "sweep" else "")
+            words = shlex.split(re.sub(r"--out \S+", "", cmd))  # the same run shown with and without its default --out
+            seen.setdefault(folder, set()).add(" ".join(words))
+    clash = {f: sorted(c) for f, c in seen.items() if len(c) > 1}
+    assert not clash, f"documented runs that write the same folder: {clash}"
