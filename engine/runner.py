@@ -110,6 +110,21 @@ class Task(Protocol):
     # default filled in (:func:`resolved_config`); a task without it keeps its sections as given
 
 
+def _reported(update: Callable[[int], Any], options, key: str, total: int) -> Callable[[int], Any]:
+    """The progress bar's ``update``, also telling ``options.on_progress`` (a live tracker) each round's end."""
+    hook = getattr(options, "on_progress", None)
+    if hook is None:
+        return update
+    done = [0]
+
+    def both(n: int = 1):
+        update(n)
+        done[0] += n
+        hook(key, done[0], total)
+
+    return both
+
+
 def resolved_config(task: Task, exp, config: Mapping[str, Any]) -> dict[str, Any]:
     """The config the run ran, every default filled in: the task's parsed sections (``task.resolved``) and the
     ``[llm]`` section as the engine parsed them, the rest as given (overrides applied). ``config.toml`` in the
@@ -176,7 +191,8 @@ def run_task(task: Task, config: Mapping[str, Any], options) -> int:
             desc = f"[{k + 1}/{len(specs)}] {spec.method} seed {spec.seed}" + (f" {spec.part}" if spec.part else "")
             with progress_bar(len(episodes), enabled=options.progress, desc=desc, round_size=size) as bar:
                 results = executor.run(method, episodes, task.llm_factory(exp, spec), round_size=size,
-                                       progress=bar.update, checkpoint_dir=ckpt, run_key=spec.key)
+                                       progress=_reported(bar.update, options, spec.key, len(episodes)),
+                                       checkpoint_dir=ckpt, run_key=spec.key)
         finally:
             executor.close()
         wall[spec.key] = time.perf_counter() - t0

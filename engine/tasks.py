@@ -69,6 +69,8 @@ class RunOptions:
     address: str | None = None
     overrides: tuple[str, ...] = field(default_factory=tuple)
     progress: bool = True
+    # called as each round finishes: (run key, episodes done in that run, its episodes), e.g. a live tracker
+    on_progress: Any = field(default=None, compare=False)
 
 
 def _load(task: str, part: str):

@@ -1,7 +1,9 @@
-"""Experiment tracking: ``toe run ... --track mlflow`` logs the finished run to MLflow.
+"""Experiment tracking: ``toe run ... --track mlflow`` logs the run to MLflow.
 
-What one MLflow run holds (logged from the run folder once the runner has returned, so a tracked run is
-the same run as an untracked one):
+The MLflow run is opened when the run starts (params, tags) and every finished round is logged as it comes
+(``progress/<run key>``: episodes done in that method x seed run, and ``..._share``), so a run is visible
+while it goes. The rest is logged from the run folder once the runner has returned, so a tracked run is the
+same run as an untracked one:
 
 - params: the resolved config (after ``--set``), flattened to ``section.key`` (also as ``config.json``);
 - tags: ``task``, ``backend``, ``model``, ``simulated``, ``run_folder``, and what made the run (the git commit
@@ -27,6 +29,7 @@ import json
 import math
 import os
 import re
+import sys
 import tempfile
 import time
 from contextlib import contextmanager
@@ -79,26 +82,78 @@ def check_installed(kind: str) -> None:
 
 
 @contextmanager
-def tracked(args, config: Mapping[str, Any], out: Path, task: str) -> Iterator[None]:
-    """Around a runner: checks the tracker is installed before the run, logs the run folder after it."""
+def tracked(args, config: Mapping[str, Any], out: Path, task: str) -> Iterator[Any]:
+    """Around a runner: checks the tracker, opens the MLflow run at the start (params and tags, so the run is
+    visible while it goes), yields the live progress callback (``RunOptions.on_progress``: every finished
+    round's episodes as ``progress/<run key>`` and ``progress/episodes``), and logs the run folder into the
+    same run after it. Yields None without ``--track``."""
     kind = getattr(args, "track", None)
     if kind is None:
-        yield
+        yield None
         return
     check_installed(kind)
     uri = tracking_uri(getattr(args, "track_uri", None))
     check_reachable(uri)
-    yield
+    experiment = getattr(args, "track_experiment", None) or Path(args.config).stem
+    live = Live(uri, experiment, out, config, task, getattr(args, "track_parent", None))
+    ok = False
     try:
-        run_id = log_run(out, config, task, uri=uri,
-                         experiment=getattr(args, "track_experiment", None) or Path(args.config).stem,
-                         parent=getattr(args, "track_parent", None))
+        yield live
+        ok = True
+    finally:
+        if not ok:
+            live.end("FAILED")
+    try:
+        run_id = log_run(out, config, task, uri=uri, experiment=experiment, parent=live.parent, run_id=live.run_id)
     except MissingExtraError:
         raise
     except Exception as exc:  # noqa: BLE001 - the run is saved; say so, and why its logging failed
+        live.end("FAILED")
         raise BackendError(f"the run finished and its results are in {out}, but logging it to {uri} failed: "
                            f"{type(exc).__name__}: {str(exc)[:300]}") from None
     print(f"tracked: mlflow run {run_id} in {uri}")
+
+
+class Live:
+    """The MLflow run of one ``toe run`` while it goes: opened with the config as params; each finished round
+    logged as it comes. A logging failure while the run goes is reported once and never stops the run (the
+    run folder is logged again at the end)."""
+
+    def __init__(self, uri: str, experiment: str, out: Path, config: Mapping[str, Any], task: str,
+                 parent: str | None):
+        from mlflow.entities import Param
+
+        self.client, self.parent, self.out = _client(uri), parent, out
+        tags = {"task": task, "run_folder": str(Path(out).resolve()), **({"mlflow.parentRunId": parent} if parent else {})}
+        run = self.client.create_run(_experiment_id(self.client, experiment), run_name=Path(out).name, tags=tags)
+        self.run_id = run.info.run_id
+        params = [Param(k[:250], v[:MAX_PARAM]) for k, v in flatten(config).items()]
+        for i in range(0, len(params), 100):
+            self.client.log_batch(self.run_id, params=params[i:i + 100])
+        self.steps: dict[str, int] = {}
+        self.total = 0
+        self.failed = False
+
+    def __call__(self, run_key: str, done: int, total: int) -> None:
+        from mlflow.entities import Metric
+
+        step = self.steps[run_key] = self.steps.get(run_key, -1) + 1
+        try:
+            now = int(time.time() * 1000)
+            self.client.log_batch(self.run_id, metrics=[
+                Metric(metric_key(f"progress/{run_key}"), float(done), now, step),
+                Metric(metric_key(f"progress/{run_key}_share"), done / total if total else 1.0, now, step)])
+        except Exception as exc:  # noqa: BLE001 - live logging is best effort; the run goes on
+            if not self.failed:
+                self.failed = True
+                print(f"warning: live tracking failed ({type(exc).__name__}: {str(exc)[:200]}); the run goes on "
+                      f"and is logged when it ends", file=sys.stderr)
+
+    def end(self, status: str) -> None:
+        try:
+            self.client.set_terminated(self.run_id, status=status)
+        except Exception:  # noqa: BLE001 - best effort on the way out
+            pass
 
 
 def check_reachable(uri: str, timeout_s: float = 5.0) -> None:
@@ -169,8 +224,10 @@ def close_parent(out: Path, uri: str, run_id: str, ok: bool) -> None:
 
 
 def log_run(out: Path, config: Mapping[str, Any], task: str, uri: str | None = None,
-            experiment: str = "toe", run_name: str | None = None, parent: str | None = None) -> str:
-    """Log the finished run folder ``out`` to MLflow (``parent``: a sweep's parent run id); returns the run id."""
+            experiment: str = "toe", run_name: str | None = None, parent: str | None = None,
+            run_id: str | None = None) -> str:
+    """Log the finished run folder ``out`` to MLflow (``parent``: a sweep's parent run id; ``run_id``: the run
+    opened when the run started, whose params are logged already); returns the run id."""
     from engine.tasks import summary_rows
 
     client = _client(uri)
@@ -183,8 +240,12 @@ def log_run(out: Path, config: Mapping[str, Any], task: str, uri: str | None = N
             "model": str(first.get("model", "")), "simulated": str(bool(any(r.get("simulated") for r in rows))),
             **provenance_tags(summary.get("meta", {}).get("provenance") or {}),
             **({"mlflow.parentRunId": parent} if parent else {})}
-    run = client.create_run(exp_id, run_name=run_name or Path(out).name, tags=tags)
-    rid = run.info.run_id
+    if run_id is None:
+        rid = client.create_run(exp_id, run_name=run_name or Path(out).name, tags=tags).info.run_id
+    else:
+        rid = run_id
+        for k, v in tags.items():
+            client.set_tag(rid, k, v)
     try:
         from mlflow.entities import Metric, Param
 
@@ -200,7 +261,7 @@ def log_run(out: Path, config: Mapping[str, Any], task: str, uri: str | None = N
                 metrics += [Metric(f"throughput/{k}", float(rec[k]), now, step)
                             for k in ("episodes_per_s", "round_s", "rounds", "episodes_run", "wall_s",
                                       "round_overhead_s", "barrier_apply_s", "checkpoint_s") if _is_number(rec.get(k))]
-        for i in range(0, len(params), 100):
+        for i in range(0, len(params) if run_id is None else 0, 100):  # an opened run has its params already
             client.log_batch(rid, params=params[i:i + 100])
         for i in range(0, len(metrics), 1000):
             client.log_batch(rid, metrics=metrics[i:i + 1000])

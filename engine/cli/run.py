@@ -10,6 +10,7 @@ folder's checkpoints or ``--overwrite`` is given.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 from pathlib import Path
 
@@ -74,6 +75,6 @@ def _run(args) -> int:
         raise ConfigError(
             f"run folder {str(out)!r} already holds a finished run ({marker}); pass --out NEW_FOLDER, "
             f"or --overwrite to replace it")
-    with tracking.tracked(args, data, out, plan["task"]):  # no-op without --track
-        rc = runner_for(plan["task"])(data, options)
+    with tracking.tracked(args, data, out, plan["task"]) as live:  # no-op without --track
+        rc = runner_for(plan["task"])(data, replace(options, on_progress=live) if live else options)
     return rc

@@ -75,6 +75,12 @@ def test_mlflow_run_is_written_and_read_back(tiny, tmp_path, monkeypatch):
     names = {a.path for a in client.list_artifacts(run.info.run_id)}
     assert {"summary.json", "table.md", "config.json", "executor_stats.jsonl", "accuracy_vs_calls.png",
             "learning_curve.png", "episodes.parquet", "summary.parquet", "config.toml"} <= names
+    # opened at the start and filled as it went: every round of every run as it finished, in the same run
+    for key, wall in summary["meta"]["wall_s"].items():
+        history = sorted(client.get_metric_history(run.info.run_id, f"progress/{key}"), key=lambda m: m.step)
+        assert history and [m.step for m in history] == list(range(len(history)))
+        assert history[-1].value == max(m.value for m in history) > 0
+        assert client.get_metric_history(run.info.run_id, f"progress/{key}_share")[-1].value == 1.0
     prov = summary["meta"]["provenance"]  # what made the run, as tags
     assert run.data.tags["mlflow.source.git.commit"] == str(prov["git"]["commit"])
     assert run.data.tags["version.numpy"] == prov["versions"]["numpy"] and run.data.tags["started_at"]
