@@ -39,6 +39,8 @@ class PolicyServer(Loopback):
     def answer(self, req):
         if req.method == "GET":
             return (200, {"data": [{"id": "sim", "owned_by": "vllm"}]}) if req.path == "/v1/models" else (404, {})
+        if not req.path.startswith("/v1/"):  # /tokenize: not offered (token counts fall back to the estimate)
+            return 404, {"error": "not found"}
         roll = int(hashlib.sha256(req.raw).hexdigest()[:8], 16) % 100 if self.faults else 99
         if roll == 0:  # a dropped connection: no answer at all
             self.failed += 1
