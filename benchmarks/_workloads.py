@@ -85,7 +85,8 @@ def finance(method: str = "Pipe+ToE", server: dict | None = None, days: int | No
                     "tsic", task.round_size(exp, spec))
 
 
-def prophet_arena(method: str = "memrl", server: dict | None = None, questions: int | None = None) -> Workload:
+def prophet_arena(method: str = "memrl", server: dict | None = None, questions: int | None = None,
+                  seed: int | None = None) -> Workload:
     from engine.forecast.task import ProphetArenaTask
 
     cfg = copy.deepcopy(load_toml(ROOT / "configs/prophet-arena.toml"))
@@ -97,10 +98,12 @@ def prophet_arena(method: str = "memrl", server: dict | None = None, questions: 
     cfg["run"]["checkpoint"] = False
     cfg["run"]["max_questions"] = questions or 1000
     cfg["llm"] = _llm_table(server)
+    if seed is not None:  # the task's one seed (llm.seed): a seed is another experiment of the same questions
+        cfg["llm"]["seed"] = seed
     task = ProphetArenaTask()
     exp = task.parse(cfg, SimpleNamespace(config_path=ROOT / "configs/prophet-arena.toml", out=None,
                                           executor="local", overrides=()))
-    spec = _pick(task, exp, method)
+    spec = _pick(task, exp, method, exp.seed)
     eps = task.episodes(exp, spec)
     plan = task.round_size(exp, spec)
     if questions is not None:

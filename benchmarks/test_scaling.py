@@ -200,6 +200,132 @@ def test_scaling(ray_cluster):
     assert all(r["identical_to_local"] for r in rows)
 
 
+# -- the whole experiment at once (cluster.concurrent_runs) ---------------------------------------------------
+EXP_WORKERS = [int(x) for x in os.environ.get("TOE_SCALE_EXP_WORKERS", "1,4,16,32").split(",")]
+EXP_METHODS = os.environ.get("TOE_SCALE_EXP_METHODS", "memrl,reme,full_text").split(",")
+EXP_SEEDS_PER_WORKER = int(os.environ.get("TOE_SCALE_EXP_SEEDS", 1))
+EXP_STREAMS = int(os.environ.get("TOE_SCALE_EXP_STREAMS", 4))
+EXP_QUESTIONS = int(os.environ.get("TOE_SCALE_EXP_QUESTIONS", 84))
+# one run at a time has the same pace whichever run it is: measured on the first runs only
+EXP_ONE_BY_ONE_RUNS = int(os.environ.get("TOE_SCALE_EXP_ONE_BY_ONE", 1))
+
+
+def experiment_runs(w: int):
+    """The Prophet Arena experiment for ``w`` workers: methods x ``EXP_SEEDS_PER_WORKER * w`` seeds, the first
+    ``EXP_QUESTIONS`` questions of every category in each run, in the task's leak-free rounds, no pipelining
+    (the records of running the runs one by one)."""
+    return [(m, s, W.prophet_arena(m, SERVER, questions=EXP_QUESTIONS, seed=s))
+            for s in range(EXP_SEEDS_PER_WORKER * w) for m in EXP_METHODS]
+
+
+_LOCAL_RECORDS: dict = {}
+
+
+def _local_records(method: str, seed: int) -> str:
+    if (method, seed) not in _LOCAL_RECORDS:
+        ref = W.prophet_arena(method, None, questions=EXP_QUESTIONS, seed=seed)
+        _LOCAL_RECORDS[method, seed] = _plain(LocalExecutor().run(ref.method(), ref.episodes, ref.llm_factory,
+                                                                   ref.default_round))
+    return _LOCAL_RECORDS[method, seed]
+
+
+def _proc_cpu_s(pid: int) -> float:
+    """utime + stime of a process, from /proc (the workers' own CPU, whichever run's thread used it)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def measure_experiment(w: int) -> list[dict]:
+    """The experiment over ``w`` Ray workers, through the runner's own :func:`engine.runner.run_at_once` on
+    one set of workers: every run at once (``concurrent_runs`` = the runs), then the first
+    ``EXP_ONE_BY_ONE_RUNS`` runs one at a time (``concurrent_runs = 1``, today's default). Each run's
+    records are compared with its local run."""
+    from types import SimpleNamespace
+
+    from cluster.ray_executor import RayExecutor
+    from engine.runner import RunSpec, run_at_once
+
+    runs = experiment_runs(w)
+    got: dict = {}
+
+    def one(k, spec, executor, position=None):
+        wl = todo[k][2]
+        got[spec.key] = executor.run(wl.method(), wl.episodes, wl.llm_factory, wl.default_round)
+
+    parent = RayExecutor(workers=w, num_cpus_per_worker=0, startup_timeout_s=600, streams_per_worker=EXP_STREAMS,
+                         concurrent_runs=len(runs))
+    rows = []
+    try:
+        # untimed: actor start-up, JIT, caches (a round of each of the first runs on every worker)
+        todo = [(m, s, W.prophet_arena(m, SERVER, questions=4, seed=s)) for m, s, _ in runs[:w]]
+        run_at_once([RunSpec(m, s) for m, s, _ in todo], one, parent, len(todo), SimpleNamespace(out=None))
+        pids = ray.get([x.pid.remote() for x in parent.workers])
+        for at_once in (len(runs), 1):
+            todo = runs if at_once > 1 else runs[:EXP_ONE_BY_ONE_RUNS]
+            got.clear()
+            load, c0 = os.getloadavg()[0], sum(map(_proc_cpu_s, pids))
+            line = run_at_once([RunSpec(m, s) for m, s, _ in todo], one, parent, at_once,
+                               SimpleNamespace(out=None))
+            cores = (sum(map(_proc_cpu_s, pids)) - c0) / line["wall_s"]
+            for m, s, _ in todo:
+                assert _plain(got[RunSpec(m, s).key]) == _local_records(m, s), f"W={w}: {m} seed {s} differs"
+            engines = line["engines"]
+            calls = sum(e["calls"] for e in engines)
+            rows.append({"task": "prophet-arena experiment", "workers": w, "at_once": at_once, "runs": len(todo),
+                         "questions_per_run": len(todo[0][2].episodes), "episodes": line["episodes_run"],
+                         "wall_s": line["wall_s"], "episodes_per_s": line["episodes_per_s"],
+                         "streams_per_worker": EXP_STREAMS,
+                         "utilization_mean": float(np.mean([e["utilization"] for e in engines])),
+                         "utilization_min": float(np.min([e["utilization"] for e in engines])),
+                         "busy_mean": float(np.mean([e["busy"] for e in engines])),
+                         "seqs_per_call": sum(e["sequences"] for e in engines) / max(1, calls),
+                         "seqs_in_flight_mean": float(np.mean([e.get("seqs_in_flight_mean", np.nan)
+                                                               for e in engines])),
+                         "seqs_in_flight_p95": float(np.max([e.get("seqs_in_flight_p95", np.nan) for e in engines])),
+                         "worker_cores": cores, "load_average": load, "identical_to_local": True})
+            print(json.dumps(rows[-1]), flush=True)
+    finally:
+        parent.close()
+    return rows
+
+
+def experiment_table(rows) -> str:
+    lines = ["| workers | runs at once | runs | questions | episodes/s | x one at a time | engine util mean (min) | "
+             "engine busy mean | seqs in flight mean (max p95) | seqs/call | worker cores | load avg |",
+             "| ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | --- | ---: | ---: | ---: |"]
+    for r in rows:
+        base = next((b for b in rows if b["workers"] == r["workers"] and b["at_once"] == 1), None)
+        gain = r["episodes_per_s"] / base["episodes_per_s"] if base else float("nan")
+        lines.append(f"| {r['workers']} | {r['at_once']} | {r['runs']} | {r['episodes']} | "
+                     f"{r['episodes_per_s']:.2f} | {gain:.1f} | {r['utilization_mean']:.2f} "
+                     f"({r['utilization_min']:.2f}) | {r['busy_mean']:.2f} | {r['seqs_in_flight_mean']:.1f} "
+                     f"({r['seqs_in_flight_p95']:.0f}) | {r['seqs_per_call']:.1f} | {r['worker_cores']:.2f} | {r['load_average']:.1f} |")
+    return "\n".join(lines)
+
+
+def test_experiment_at_once(ray_cluster):
+    """Prophet Arena's experiment (methods x seeds, each run in its leak-free rounds of 2.9 questions) with
+    every run at once over W workers against one run at a time: the records identical, the engines fuller."""
+    rows = []
+    for w in EXP_WORKERS:
+        rows += measure_experiment(w)
+    old = json.loads((RESULTS / "scaling.json").read_text()) if (RESULTS / "scaling.json").exists() else {}
+    meta = {"simulated": True, "server": SERVER, "methods": EXP_METHODS, "seeds_per_worker": EXP_SEEDS_PER_WORKER,
+            "streams_per_worker": EXP_STREAMS, "questions_per_run": EXP_QUESTIONS, "cores": os.cpu_count(),
+            "command": "python -m pytest benchmarks/test_scaling.py -k experiment -s -p no:cacheprovider"}
+    # a run at some worker counts (TOE_SCALE_EXP_WORKERS) replaces their rows and keeps the others
+    kept = [r for r in old.get("experiment", {}).get("rows", []) if r["workers"] not in EXP_WORKERS]
+    rows = sorted(kept + rows, key=lambda r: (r["workers"], -r["at_once"]))
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "scaling.json").write_text(json.dumps({**old, "experiment": {"meta": meta, "rows": rows}},
+                                                     indent=2) + "\n")
+    print("\n" + experiment_table(rows))
+    for w in EXP_WORKERS:
+        mine = {r["at_once"]: r for r in rows if r["workers"] == w}
+        if len(mine) == 2 and w > 1:  # every run at once serves more questions per second than one at a time
+            assert mine[max(mine)]["episodes_per_s"] > mine[1]["episodes_per_s"], f"W={w}"
+
+
 def table(rows) -> str:
     lines = ["| task | workers | round size | pipeline | streams | shares | episodes/s | efficiency | engine util mean (min) | "
              "engine busy mean (min) | work/busy | seqs/call | calls at once | barrier s | round overhead s | "

@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import threading
 import time
 from typing import Any
 
@@ -61,8 +62,26 @@ from engine.http import unreachable
 from engine.rounds import served_snapshot
 
 
-def _run_share(method_ref, snapshot_refs, actor, episodes):
-    return actor.run.remote([method_ref], episodes, *snapshot_refs)
+def _run_share(run_ref: list, snapshot_refs, actor, episodes):
+    """``run_ref``: ``[method ObjectRef, LLM factory or None]`` (a list: Ray passes the ref unresolved)."""
+    return actor.run.remote(list(run_ref), episodes, *snapshot_refs)
+
+
+_INIT_LOCK = threading.Lock()
+
+
+class Fleet:
+    """The episode workers of an executor and of its forks (runs at once share them): the actor handles, the
+    factory and shape they were built with, and how many shares each has in flight over every run (``load``:
+    a run's pool hands its next share to the least loaded idle worker, so runs at once spread over the
+    workers instead of all starting on worker 0)."""
+
+    def __init__(self, n_workers: int):
+        self.lock = threading.Lock()
+        self.workers: list = []
+        self.llm_factory = None
+        self.shape = None
+        self.load = [0] * n_workers
 
 
 def union_s(spans) -> float:
@@ -138,8 +157,17 @@ class RayExecutor(RoundLoop):
                  max_restarts: int = 2, max_attempts: int = 3, init_kwargs: dict | None = None,
                  checkpoint_every: int = 1, startup_timeout_s: float = 900.0, tensor_parallel_size: int = 1,
                  stats_path=None, pipeline_rounds: int = 0, streams_per_worker: int = 1, shares_per_worker: int = 1,
-                 replicas: str = "auto", engine_probe=None, connect_timeout_s: float = 5.0):
+                 replicas: str = "auto", engine_probe=None, connect_timeout_s: float = 5.0, concurrent_runs: int = 1,
+                 fleet: "Fleet | None" = None):
+        settings = {k: v for k, v in locals().items() if k not in ("self", "fleet", "__class__")}
         super().__init__(checkpoint_every, stats_path, pipeline_rounds, engine_probe)
+        concurrent_runs = concurrent_runs or 1  # 0 (every run at once) is the runner's to resolve
+        if not isinstance(concurrent_runs, int) or isinstance(concurrent_runs, bool) or concurrent_runs < 1:
+            raise ConfigError(f"concurrent_runs must be an integer >= 1, got {concurrent_runs!r}")
+        self.concurrent_runs = concurrent_runs
+        self._settings = settings  # what fork() builds a sibling from
+        self._fleet = fleet if fleet is not None else Fleet(workers)
+        self._owns_fleet = fleet is None
         if replicas not in REPLICA_MODES:
             raise ConfigError(f"replicas must be one of {', '.join(map(repr, REPLICA_MODES))}, got {replicas!r}")
         self.replicas = replicas
@@ -171,14 +199,33 @@ class RayExecutor(RoundLoop):
         self.tensor_parallel_size = tensor_parallel_size
         self._groups: list = []  # one placement group per worker when tensor_parallel_size > 1
         self._owns_ray = False
-        self.workers: list = []  # EpisodeWorker handles, kept across runs
         self.stores: list = []  # StoreOwner handles, kept across runs
         self._active_stores: list = []
-        self._llm_factory = None
-        self._streams = None
+
+    # the workers and what they were built from live in the fleet, which forks share (concurrent runs)
+    workers = property(lambda self: self._fleet.workers,
+                       lambda self, value: setattr(self._fleet, "workers", value))
+    _llm_factory = property(lambda self: self._fleet.llm_factory,
+                            lambda self, value: setattr(self._fleet, "llm_factory", value))
+    _streams = property(lambda self: self._fleet.shape, lambda self, value: setattr(self._fleet, "shape", value))
+
+    def fork(self) -> "RayExecutor":
+        """A sibling executor for a run at the same time as this one's others, on the same workers (module
+        docstring, concurrent runs); ``close()`` on this executor kills them."""
+        self._ensure_ray()  # once, here: the forks find it up (and this executor's shutdown() stops it)
+        return RayExecutor(**self._settings, fleet=self._fleet)
+
+    def fleet_books(self):
+        if not self.workers:
+            return []
+        return ray.get([w.books.remote() for w in self.workers])
 
     # -- Ray lifecycle ---------------------------------------------------------------------------
     def _ensure_ray(self) -> None:
+        with _INIT_LOCK:  # runs at once start in several threads: one ray.init
+            self._init_ray()
+
+    def _init_ray(self) -> None:
         if ray.is_initialized():
             return
         kwargs = {"include_dashboard": False, "log_to_driver": True, **self.init_kwargs}
@@ -191,10 +238,15 @@ class RayExecutor(RoundLoop):
         self._owns_ray = True
 
     def close(self) -> None:
-        """Kill the executor's actors. Ray stays up for the next executor of this process
-        (a runner makes one per method and seed); ``ray.init`` shuts it down at exit."""
-        self._kill(self.workers + self.stores)
-        self.workers, self.stores, self._llm_factory = [], [], None
+        """Kill the executor's actors (a fork's: its store owners; the workers are its parent's to kill). Ray stays
+        up for the next executor of this process (a runner makes one per method and seed); ``ray.init`` shuts it
+        down at exit."""
+        if self._owns_fleet:
+            self._kill(self.workers + self.stores)
+            self.workers, self._llm_factory = [], None
+        else:
+            self._kill(self.stores)
+        self.stores = []
 
     def shutdown(self) -> None:
         """:meth:`close`, then shut Ray down if this executor started it."""
@@ -217,8 +269,9 @@ class RayExecutor(RoundLoop):
     def _worker_cls(self, index: int):
         """The actor class of worker ``index``: its own resources, or a tensor-parallel placement group."""
         cls = ray.remote(EpisodeWorker)
-        # shares_per_worker > 1: a threaded actor running that many shares at once
-        more = {"max_concurrency": self.shares_per_worker} if self.shares_per_worker > 1 else {}
+        # shares_per_worker > 1 or runs at once: a threaded actor running that many shares at once
+        slots = self.shares_per_worker * self.concurrent_runs
+        more = {"max_concurrency": slots} if slots > 1 else {}
         if self.tensor_parallel_size == 1:
             return cls.options(num_cpus=self.num_cpus_per_worker, num_gpus=self.num_gpus_per_worker,
                                max_restarts=self.max_restarts, max_task_retries=0, **more)
@@ -243,12 +296,13 @@ class RayExecutor(RoundLoop):
             return False
         blockers = [why for why, bad in (("store_shards > 1", shards > 1), ("a checkpoint", self._checkpointing),
                                          ("pipeline_rounds > 0", self.pipeline_rounds > 0),
-                                         ("shares_per_worker > 1", self.shares_per_worker > 1)) if bad]
+                                         ("shares_per_worker > 1", self.shares_per_worker > 1),
+                                         ("concurrent_runs > 1", self.concurrent_runs > 1)) if bad]
         if self.replicas == "on":
             if blockers:
-                raise ConfigError(f"replicas='on' needs one store shard, no checkpoint, pipeline_rounds = 0 and "
-                                  f"shares_per_worker = 1; this run has {', '.join(blockers)} (set replicas to "
-                                  f"'auto' or 'off')")
+                raise ConfigError(f"replicas='on' needs one store shard, no checkpoint, pipeline_rounds = 0, "
+                                  f"shares_per_worker = 1 and concurrent_runs = 1; this run has "
+                                  f"{', '.join(blockers)} (set replicas to 'auto' or 'off')")
             return True
         if blockers:
             return False
@@ -295,19 +349,26 @@ class RayExecutor(RoundLoop):
             loaded = [s.load.remote(None if shards == 1 else k, part,
                                     None if cursor is None else str(cursor.state_dir(None if shards == 1 else k)))
                       for k, (s, part) in enumerate(zip(self._active_stores, parts))]
-        shape = (self.streams_per_worker, self.shares_per_worker)
-        if self.workers and (self._llm_factory, self._streams) != (llm_factory, shape):
-            self._kill(self.workers)
-            self.workers = []
-        if not self.workers:
-            self.workers = [self._worker_cls(i).remote(i, llm_factory, self.streams_per_worker, self.shares_per_worker)
-                            for i in range(self.n_workers)]
-            self._llm_factory, self._streams = llm_factory, shape
-        self._method_ref = ray.put(method)  # put once per run, fetched once by each worker
-        self._await_actors(loaded, llm_factory)
+        shape = (self.streams_per_worker, self.shares_per_worker, self.concurrent_runs)
+        with self._fleet.lock:  # runs at once start here one after another: the first builds the workers
+            # a fork's workers serve every run at once, each with its own LLM config (the share carries it)
+            rebuild = self._streams != shape or (self._owns_fleet and self._llm_factory != llm_factory)
+            if self.workers and rebuild:
+                self._kill(self.workers)
+                self.workers = []
+            if not self.workers:
+                self.workers = [self._worker_cls(i).remote(i, llm_factory, self.streams_per_worker,
+                                                           self.shares_per_worker, self.concurrent_runs)
+                                for i in range(self.n_workers)]
+                self._llm_factory, self._streams = llm_factory, shape
+            self._method_ref = ray.put(method)  # put once per run, fetched once by each worker
+            # runs at once: each share names its run's LLM config (the worker builds a backend for it once)
+            self._run_llm = None if self._owns_fleet else llm_factory
+            self._await_actors(loaded, llm_factory)
         self._startup_s = time.perf_counter() - t0  # process start, LLM backend build: not per-round cost
         self.pool = EpisodePool(self.workers, self.max_restarts, self.max_attempts, self.shares_per_worker,
-                                on_lost=self._replica_lost if self._use_replicas else None)
+                                on_lost=self._replica_lost if self._use_replicas else None,
+                                load=self._fleet.load if self.concurrent_runs > 1 else None)
         # per worker: episodes, LLM calls, its shares' (start, end) wall times (busy = their union: shares
         # may overlap) and, per process, the first and last CPU-time readings (CPU time is per process)
         self._per_worker = [{"episodes": 0, "llm_calls": 0, "spans": [], "cpu": {}} for _ in range(self.n_workers)]
@@ -329,7 +390,7 @@ class RayExecutor(RoundLoop):
             submit = functools.partial(self._replica_share, index)
         else:
             snapshot_refs = [s.snapshot.remote() for s in self._active_stores]
-            submit = functools.partial(_run_share, self._method_ref, snapshot_refs)
+            submit = functools.partial(_run_share, [self._method_ref, self._run_llm], snapshot_refs)
         self.pool.sort_idle()  # share i -> worker i: reruns of a round meet the same warm caches
         for e in batch:
             self._round_of[e.episode_id] = index
@@ -370,7 +431,7 @@ class RayExecutor(RoundLoop):
                     raise too_slow(1) from None
                 except ray.exceptions.ActorDiedError:  # will not restart: a new worker in its place
                     self.workers[i] = self._worker_cls(i).remote(i, llm_factory, self.streams_per_worker,
-                                                                 self.shares_per_worker)
+                                                                 self.shares_per_worker, self.concurrent_runs)
                 except ray.exceptions.ActorUnavailableError as exc:  # restarting: ask again
                     if time.monotonic() >= deadline:
                         raise too_slow(1) from exc
@@ -475,8 +536,11 @@ class RayExecutor(RoundLoop):
                 raise
         self._acks = []
         if not ok:  # a dead store owner or worker may be why: start fresh next run
-            self._kill(self.workers + self.stores)
-            self.workers, self.stores, self._llm_factory = [], [], None
+            if self._owns_fleet:  # a fork's workers serve its siblings: its parent kills them at the end
+                self._kill(self.workers)
+                self.workers, self._llm_factory = [], None
+            self._kill(self.stores)
+            self.stores = []
             return
         if self._use_replicas:
             try:

@@ -31,7 +31,9 @@ import ray
 import ray.util
 
 from engine.errors import BackendError
-from engine.executor import check_streams, freeze, merge_usage, run_streams, server_books, stream_pool
+from engine.executor import (
+    WorkerBackends, check_streams, freeze, merge_usage, run_streams, server_books, stream_pool,
+)
 from engine.llm.base import MeteredBackend
 from engine.rounds import Episode, EpisodeResult, served_snapshot
 
@@ -48,24 +50,46 @@ class EpisodeWorker:
     once, each in its own actor thread, all on the one backend (up to ``streams x shares`` calls in flight).
     """
 
-    def __init__(self, index: int, llm_factory: Callable[[], Any], streams: int = 1, shares: int = 1):
+    def __init__(self, index: int, llm_factory: Callable[[], Any], streams: int = 1, shares: int = 1, runs: int = 1):
         self.index = index
         self.llm = MeteredBackend(llm_factory(), by_episode=False)  # built once (a vLLM engine loads for minutes); totals
-        check_streams(self.llm, streams * shares)
+        # runs at once whose LLM configs differ (the seed): a backend each, all on this worker's engine
+        self._backends = WorkerBackends()
+        self._backends.add(llm_factory, self.llm.backend)
+        check_streams(self.llm, streams * shares * runs)
         self.streams = streams
-        self._pool = stream_pool(streams * shares) if streams > 1 else None
-        self._lock = threading.Lock()  # the worker's meter, for shares that end at once
-        self.method = None
-        self._method_key = None
+        self._pool = stream_pool(streams * shares * runs) if streams > 1 else None
+        self._lock = threading.Lock()  # the worker's meter and method cache, for shares that run at once
+        # the methods of the runs it serves, by method ref (runs at once: one per run; the oldest dropped first)
+        self._methods: dict[str, Any] = {}
+        self._keep = runs + 1
         self._replica = None  # replica mode: this run's experience, applied here round by round
         self._replica_key = None  # the run (method ref) the replica belongs to
         self._replica_rounds = 0  # rounds applied to it
 
-    def _method_for(self, method_ref: list) -> str:
+    def _backend_for(self, method_ref: list):
+        """The backend of the run ``method_ref`` names: ``[method ref, LLM factory]`` (runs at once: the run's own
+        config, on this worker's engine) or ``[method ref]`` (the worker's)."""
+        if len(method_ref) < 2 or method_ref[1] is None:
+            return self.llm.backend
+        return self._backends.get(method_ref[1])
+
+    def _method_for(self, method_ref: list) -> tuple[str, Any]:
+        """``(key, method)`` of the run ``method_ref`` names: fetched on the run's first share here."""
         key = method_ref[0].hex()
-        if key != self._method_key:
-            self.method, self._method_key = ray.get(method_ref[0]), key
-        return key
+        with self._lock:
+            method = self._methods.get(key)
+        if method is None:
+            method = ray.get(method_ref[0])
+            with self._lock:
+                self._methods[key] = method
+                while len(self._methods) > self._keep:
+                    self._methods.pop(next(iter(self._methods)))
+        return key, method
+
+    def books(self) -> dict[str, Any] | None:
+        """The books of this worker's modelled engine now (``server_model``), else None."""
+        return server_books(self.llm)
 
     def run(self, method_ref: list, episodes: Sequence[Episode], *snapshot_parts
             ) -> tuple[list[EpisodeResult], dict[str, Any]]:
@@ -77,12 +101,12 @@ class EpisodeWorker:
         The share meters its own calls (shares may run at once) and adds them to the worker's meter.
         """
         t0, c0, started = time.perf_counter(), time.process_time(), time.time()
-        self._method_for(method_ref)
+        _, method = self._method_for(method_ref)
         if len(snapshot_parts) == 1:
             snapshot = snapshot_parts[0]
         else:
-            snapshot = self.method.merge_snapshots(snapshot_parts)
-        return self._run(snapshot, episodes, t0, c0, started)
+            snapshot = method.merge_snapshots(snapshot_parts)
+        return self._run(method, snapshot, episodes, t0, c0, started, self._backend_for(method_ref))
 
     # -- replica mode (RayExecutor replicas): the worker applies every round to its own copy ------
     def run_on_replica(self, method_ref: list, round_index: int, episodes: Sequence[Episode], start: int,
@@ -103,7 +127,7 @@ class EpisodeWorker:
         if self._replica_rounds != round_index:
             raise ReplicaLost(f"worker {self.index}: replica at round {self._replica_rounds}, asked for {round_index}")
         # views: this actor runs one call at a time, so no apply touches the replica while the share reads it
-        results, stats = self._run(freeze(served_snapshot(self._replica)), episodes, t0, c0, started)
+        results, stats = self._run(self._replica, freeze(served_snapshot(self._replica)), episodes, t0, c0, started)
         stats["apply_s"] = apply_s if applied else 0.0
         return results, stats
 
@@ -117,10 +141,10 @@ class EpisodeWorker:
         return method
 
     def _catch_up(self, method_ref: list, start: int, counts: Sequence[int], shares) -> bool:
-        key = self._method_for(method_ref)
+        key, method = self._method_for(method_ref)
         if start == 0:
             # deepcopy: arrays deserialized from the object store are read-only; the replica is written
-            self._replica, self._replica_key, self._replica_rounds = copy.deepcopy(self.method), key, 0
+            self._replica, self._replica_key, self._replica_rounds = copy.deepcopy(method), key, 0
         elif self._replica_key != key or self._replica_rounds < start:
             raise ReplicaLost(f"worker {self.index} holds no replica of this run at round {start}")
         applied, first = False, 0
@@ -133,10 +157,10 @@ class EpisodeWorker:
             first += n
         return applied
 
-    def _run(self, snapshot, episodes, t0: float, c0: float, started: float):
+    def _run(self, method, snapshot, episodes, t0: float, c0: float, started: float, backend=None):
         server0 = server_books(self.llm)
-        meter = MeteredBackend(self.llm.backend, by_episode=False)
-        results = run_streams(self.method, snapshot, list(episodes), meter, self.streams, self._pool)
+        meter = MeteredBackend(self.llm.backend if backend is None else backend, by_episode=False)
+        results = run_streams(method, snapshot, list(episodes), meter, self.streams, self._pool)
         with self._lock:
             merge_usage(self.llm.meter, meter.meter)
         stats = {"worker": self.index, "episodes": len(episodes), "busy_s": time.perf_counter() - t0,
@@ -160,8 +184,11 @@ class EpisodePool:
     """``ray.util.ActorPool`` conventions plus resubmission of shares whose actor died."""
 
     def __init__(self, actors: Sequence["ray.actor.ActorHandle"], max_restarts: int = 2, max_attempts: int = 3,
-                 slots: int = 1, on_lost: Callable[[int], None] | None = None):
+                 slots: int = 1, on_lost: Callable[[int], None] | None = None, load: list[int] | None = None):
         self._actors = list(actors)
+        # shares in flight on each actor over every pool that shares it (runs at once): the next share goes to
+        # the least loaded idle actor; None: this pool's idle order alone
+        self.load = load
         # called with an actor's index when a share was lost with it (the actor died, or restarted and
         # reported ReplicaLost): the caller can rebuild what the actor held before its next share
         self.on_lost = on_lost
@@ -177,9 +204,14 @@ class EpisodePool:
     def submit(self, fn: Callable[[Any, Any], Any], value: Any, attempt: int = 0) -> None:
         """Schedule ``fn(actor, value)`` on the next idle actor (or queue it until one is idle)."""
         if self._idle:
-            i = self._idle.pop(0)
+            at = 0
+            if self.load is not None:  # the first idle slot of the least loaded actor (ties: idle order)
+                at = min(range(len(self._idle)), key=lambda k: (self.load[self._idle[k]], k))
+            i = self._idle.pop(at)
             future = fn(self._actors[i], value)
             self._future_to_task[future] = (i, value, fn, attempt)
+            if self.load is not None:
+                self.load[i] += 1
         else:
             self._pending.append((fn, value, attempt))
 
@@ -216,6 +248,8 @@ class EpisodePool:
                 raise TimeoutError(f"no episode share finished within {timeout} s")
             future = ready[0]
             i, value, fn, attempt = self._future_to_task.pop(future)
+            if self.load is not None:
+                self.load[i] -= 1
             try:
                 result = ray.get(future)
             except (ray.exceptions.RayActorError, ReplicaLost) as exc:

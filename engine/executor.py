@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
 import time
 from collections import deque
 from contextlib import contextmanager
@@ -49,6 +50,10 @@ LLMFactory = Callable[[], LLMBackend]
 ProgressFn = Callable[[int], None]  # called with the number of episodes just finished
 # episodes per round: one size for every round (the last may be shorter), or each round's size in order
 RoundPlan = int | Sequence[int]
+
+
+class RunCancelled(RuntimeError):
+    """A run stopped between rounds because another run of the same experiment failed (concurrent runs)."""
 
 
 class Executor(Protocol):
@@ -206,6 +211,9 @@ class RoundLoop:
         self.engine_probe = engine_probe
         self.stats: dict[str, Any] = {}
         self.rounds_done = 0  # live cursor, readable from another thread
+        # concurrent runs (cluster.concurrent_runs): set by the runner when a sibling run failed; this run stops at
+        # its next round boundary (its checkpoint, if any, is kept) with RunCancelled
+        self.cancel: threading.Event | None = None
 
     # -- subclass hooks --------------------------------------------------------------------------
     def _start(self, method: Method, llm_factory: LLMFactory, cursor: Cursor | None) -> None: ...
@@ -280,6 +288,9 @@ class RoundLoop:
             in_flight: deque = deque()  # handles of submitted rounds, oldest first
             submitted = first
             for index in range(first, len(batches)):
+                if self.cancel is not None and self.cancel.is_set():
+                    raise RunCancelled(f"{run_key or method.name} stopped at round {index} of {len(batches)}: "
+                                       f"another run of the experiment failed")
                 batch = batches[index]
                 t0 = time.perf_counter()
                 # round j is submitted once round j - pipeline_rounds - 1 is applied (module docstring)
@@ -348,6 +359,17 @@ class RoundLoop:
             "workers": workers,
         }
 
+    def fork(self) -> "RoundLoop":
+        """A new executor for one more run at the same time as this executor's others: same settings, the same
+        workers and LLM engines (its own round loop, snapshots, store owners and stats). What the runner hands each
+        run with ``cluster.concurrent_runs`` > 1; :meth:`close` on this executor releases the shared workers."""
+        raise ConfigError(f"the {self.name!r} executor cannot run several runs at once; set cluster.concurrent_runs = 1")
+
+    def fleet_books(self) -> list[dict[str, Any] | None]:
+        """The books of every worker's modelled engine now (None where a worker has none); for the experiment's
+        engine line when runs share the workers (:meth:`fork`)."""
+        return []
+
     def close(self) -> None:
         """Release what the executor holds (nothing for the local executor)."""
 
@@ -366,16 +388,20 @@ def record_stats_line(path: Path, line: Mapping[str, Any]) -> None:
 
     path.parent.mkdir(parents=True, exist_ok=True)
     key = line.get("run_key")
-    kept = []
-    if path.is_file():
-        for old in path.read_text().splitlines():
-            try:
-                same = bool(key) and json.loads(old).get("run_key") == key
-            except ValueError:
-                same = False  # a line this code did not write: kept as it is
-            if not same:
-                kept.append(old)
-    write_text(path, "\n".join(kept + [json.dumps(line)]) + "\n")
+    with _STATS_LOCK:  # concurrent runs (cluster.concurrent_runs) end in several threads
+        kept = []
+        if path.is_file():
+            for old in path.read_text().splitlines():
+                try:
+                    same = bool(key) and json.loads(old).get("run_key") == key
+                except ValueError:
+                    same = False  # a line this code did not write: kept as it is
+                if not same:
+                    kept.append(old)
+        write_text(path, "\n".join(kept + [json.dumps(line)]) + "\n")
+
+
+_STATS_LOCK = threading.Lock()
 
 
 def worker_stats(name: str, episodes: int, busy_s: float, llm_calls: int, retried: int = 0,
@@ -529,14 +555,25 @@ class LocalExecutor(RoundLoop):
     name = "local"
 
     def __init__(self, checkpoint_every: int = 1, stats_path: str | Path | None = None, pipeline_rounds: int = 0,
-                 streams_per_worker: int = 1, engine_probe: Callable[[], Any] | None = None):
+                 streams_per_worker: int = 1, engine_probe: Callable[[], Any] | None = None,
+                 concurrent_runs: int = 1, shared: "WorkerBackends | None" = None):
         super().__init__(checkpoint_every, stats_path, pipeline_rounds, engine_probe)
         self.streams_per_worker = _check_streams_setting(streams_per_worker)
+        self.concurrent_runs = _check_concurrent_runs(concurrent_runs)
+        self._shared = shared if shared is not None else WorkerBackends()
+
+    def fork(self) -> "LocalExecutor":
+        return LocalExecutor(self.checkpoint_every, self.stats_path, self.pipeline_rounds, self.streams_per_worker,
+                             self.engine_probe, self.concurrent_runs, self._shared)
+
+    def fleet_books(self):
+        return [server_books(self._shared.backend)] if self._shared.backend is not None else []
 
     def _start(self, method, llm_factory, cursor):
         self._method = method
-        self._llm = MeteredBackend(llm_factory(), by_episode=False)  # the worker's totals; methods meter episodes
-        check_streams(self._llm, self.streams_per_worker)
+        # the worker's totals (methods meter episodes); runs at once (fork) share one backend
+        self._llm = MeteredBackend(self._shared.get(llm_factory, fresh=self.concurrent_runs == 1), by_episode=False)
+        check_streams(self._llm, self.streams_per_worker * self.concurrent_runs)
         self._pool = stream_pool(self.streams_per_worker)
         self._episodes = 0
         self._busy = 0.0
@@ -592,6 +629,60 @@ class LocalExecutor(RoundLoop):
         self.stats["streams_per_worker"] = self.streams_per_worker
 
 
+class WorkerBackends:
+    """The LLM backends of one worker: one per LLM config the runs it serves ask for, all on the worker's one engine.
+
+    Runs at once (:meth:`RoundLoop.fork`) usually differ in their config only by what the requests carry (the
+    seed), so each gets its own backend, built once from its factory; a modelled engine (``server_model``) is
+    shared (:meth:`engine.llm.server_model.ServerModelBackend.share_engine`): one GPU, whose batches the runs
+    fill together. ``fresh=True`` (one run at a time) builds a new backend per run, as before runs could share.
+    """
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._items: list[tuple[Any, Any]] = []  # (factory, backend), the first one's engine serves them all
+
+    @property
+    def backend(self):
+        """The first backend built (None before any): its engine's books are the worker's."""
+        return self._items[0][1] if self._items else None
+
+    def add(self, factory: LLMFactory, backend) -> None:
+        with self._lock:
+            self._items.append((factory, backend))
+
+    def get(self, factory: LLMFactory, fresh: bool = False):
+        with self._lock:
+            if fresh:
+                self._items = []
+            for known, backend in self._items:
+                if known == factory:
+                    return backend
+            backend = factory()
+            if self._items:
+                share_engine(backend, self._items[0][1])
+            self._items.append((factory, backend))
+            return backend
+
+
+def share_engine(backend, primary) -> None:
+    """Make ``backend`` run on ``primary``'s modelled engine (both ``server_model``, or neither)."""
+    from engine.llm.server_model import find_server
+
+    mine, theirs = find_server(backend), find_server(primary)
+    if (mine is None) != (theirs is None):
+        raise ConfigError("runs on one worker share its engine, so they need the same llm.backend; one run asks "
+                          "for a modelled engine (server_model) and another does not. Set cluster.concurrent_runs = 1")
+    if mine is not None:
+        mine.share_engine(theirs)
+
+
+def _check_concurrent_runs(n: int) -> int:
+    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+        raise ConfigError(f"concurrent_runs must be an integer >= 1, got {n!r}")
+    return n
+
+
 def _check_streams_setting(streams: int) -> int:
     if not isinstance(streams, int) or isinstance(streams, bool) or streams < 1:
         raise ConfigError(f"streams_per_worker must be an integer >= 1, got {streams!r}")
@@ -625,6 +716,8 @@ class ClusterConfig:
     streams_per_worker: int = 1  # concurrent streams a worker cuts its share into (run_streams); same results
     shares_per_worker: int = 1  # shares a Ray worker runs at once (pull-based balance); same results
     replicas: str = "auto"  # Ray: workers apply the rounds to their own replicas ("auto", "on", "off"); same results
+    # runs of the experiment (methods x seeds x parts) run at once over the same workers; 0: all; same results
+    concurrent_runs: int = 1
 
     def __post_init__(self):
         check(self.num_cpus_per_worker >= 0, f"cluster.num_cpus_per_worker must be >= 0, got {self.num_cpus_per_worker}")
@@ -634,6 +727,8 @@ class ClusterConfig:
             check(getattr(self, key) >= 1, f"cluster.{key} must be >= 1, got {getattr(self, key)}")
         check(self.max_restarts >= 0, f"cluster.max_restarts must be >= 0, got {self.max_restarts}")
         check(self.pipeline_rounds >= 0, f"cluster.pipeline_rounds must be >= 0, got {self.pipeline_rounds}")
+        check(self.concurrent_runs >= 0, f"cluster.concurrent_runs must be >= 0 (0: every run at once), "
+                                         f"got {self.concurrent_runs}")
         check(self.startup_timeout_s > 0, f"cluster.startup_timeout_s must be > 0, got {self.startup_timeout_s}")
         check(self.connect_timeout_s > 0, f"cluster.connect_timeout_s must be > 0, got {self.connect_timeout_s}")
         check(self.replicas in REPLICA_MODES, f"cluster.replicas must be one of {', '.join(map(repr, REPLICA_MODES))}, "
@@ -764,12 +859,13 @@ def local_executor(workers: int = 1, address: str | None = None, *, checkpoint_e
     streams = cluster_settings.pop("streams_per_worker", 1)
     cluster_settings.pop("connect_timeout_s", None)
     probe = cluster_settings.pop("engine_probe", None)
+    runs = cluster_settings.pop("concurrent_runs", 1) or 1  # 0 (every run at once) is the runner's to resolve
     if workers != 1:
         raise ConfigError(f"the local executor runs one worker; got --workers {workers} (use --executor ray)")
     if address:
         raise ConfigError("--address is a Ray cluster address; it needs --executor ray")
     return LocalExecutor(checkpoint_every=checkpoint_every, stats_path=stats_path, pipeline_rounds=pipeline_rounds,
-                         streams_per_worker=streams, engine_probe=probe)
+                         streams_per_worker=streams, engine_probe=probe, concurrent_runs=runs)
 
 
 register_executor("local", local_executor)

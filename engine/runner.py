@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import datetime
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -177,38 +178,54 @@ def run_task(task: Task, config: Mapping[str, Any], options) -> int:
     for spec in specs:  # pre-flight: a bad method table or a missing extra fails before any run starts
         task.make_method(exp, spec)
     unmark_finished(out)  # from here the folder claims no finished run until this one's summary.json
-    records: list[dict[str, Any]] = []
+    at_once = concurrent_runs(task, exp, config, options, len(specs))
+    done: dict[str, tuple[list[EpisodeResult], RunSpec]] = {}
     extras: dict[str, dict[str, Any]] = {}
     wall: dict[str, float] = {}
-    for k, spec in enumerate(specs):
+    lock = threading.Lock()
+
+    def one(k: int, spec: RunSpec, executor, position: int | None = None) -> None:
         method = task.make_method(exp, spec)
         episodes = task.episodes(exp, spec)
         size = task.round_size(exp, spec)
         ckpt = out / "checkpoint" / spec.key if task.checkpoint(exp) else None
-        executor = make_executor(options, config, engine_probe=engine_probe(config))
         t0 = time.perf_counter()
-        try:
-            desc = f"[{k + 1}/{len(specs)}] {spec.method} seed {spec.seed}" + (f" {spec.part}" if spec.part else "")
-            with progress_bar(len(episodes), enabled=options.progress, desc=desc, round_size=size) as bar:
-                results = executor.run(method, episodes, task.llm_factory(exp, spec), round_size=size,
-                                       progress=_reported(bar.update, options, spec.key, len(episodes)),
-                                       checkpoint_dir=ckpt, run_key=spec.key)
-        finally:
-            executor.close()
-        wall[spec.key] = time.perf_counter() - t0
-        line = engine_line(f"[{k + 1}/{len(specs)}] {spec.key}", executor.stats)
+        desc = f"[{k + 1}/{len(specs)}] {spec.method} seed {spec.seed}" + (f" {spec.part}" if spec.part else "")
+        bar_kwargs = {} if position is None else {"position": position, "leave": False}
+        with progress_bar(len(episodes), enabled=options.progress, desc=desc, round_size=size, **bar_kwargs) as bar:
+            results = executor.run(method, episodes, task.llm_factory(exp, spec), round_size=size,
+                                   progress=_reported(bar.update, options, spec.key, len(episodes)),
+                                   checkpoint_dir=ckpt, run_key=spec.key)
+        elapsed = time.perf_counter() - t0
+        line = engine_line(f"[{k + 1}/{len(specs)}] {spec.key}", executor.stats) if at_once == 1 else None
         if line:
             print(line, file=sys.stderr)
-        extras[spec.key] = {"wall_s": wall[spec.key], **(task.after_run(exp, spec, method, results, out) or {})}
-        for r in results:
-            rec = dict(r.record)
-            rec.update(method=spec.method, seed=spec.seed, **({"part": spec.part} if spec.part else {}))
-            records.append(rec)
-        if len(specs) > 1:  # every finished run's records on disk at once: a later failure costs that run, not these
+        extra = {"wall_s": elapsed, **(task.after_run(exp, spec, method, results, out) or {})}
+        with lock:
+            wall[spec.key] = elapsed
+            extras[spec.key] = extra
+            done[spec.key] = (results, spec)
+            if len(specs) > 1:  # every finished run's records on disk at once: a later failure costs that run only
+                try:
+                    write_records(_records(specs, done), out / "episodes.parquet")
+                except Exception as exc:  # noqa: BLE001 - reported with the final artefacts
+                    print(f"warning: episodes.parquet could not be written after run {spec.key}: {exc}",
+                          file=sys.stderr)
+
+    if at_once == 1:
+        for k, spec in enumerate(specs):
+            executor = make_executor(options, config, engine_probe=engine_probe(config))
             try:
-                write_records(records, out / "episodes.parquet")
-            except Exception as exc:  # noqa: BLE001 - reported with the final artefacts
-                print(f"warning: episodes.parquet could not be written after run {spec.key}: {exc}", file=sys.stderr)
+                one(k, spec, executor)
+            finally:
+                executor.close()
+    else:
+        parent = make_executor(options, config, engine_probe=engine_probe(config), concurrent_runs=at_once)
+        try:
+            run_at_once(specs, one, parent, at_once, options)
+        finally:
+            parent.close()
+    records = _records(specs, done)
     summary = task.summarize(exp, records, extras)
     note = usage_notes(summary, records)
     summary.meta.setdefault("provenance", {})["token_counter"] = token_counter(config)  # what counted tokens
@@ -240,6 +257,99 @@ def run_task(task: Task, config: Mapping[str, Any], options) -> int:
     print(f"results: {out}/ (" + ", ".join(["episodes.parquet", "summary.json", "summary.parquet", "table.md",
                                              "config.toml", *pngs]) + ")")
     return 0
+
+
+def _records(specs: Sequence[RunSpec], done: Mapping[str, tuple[list[EpisodeResult], RunSpec]]) -> list[dict]:
+    """The episode records of the finished runs, in run order (the same whichever order they finished in)."""
+    records = []
+    for spec in specs:
+        if spec.key not in done:
+            continue
+        for r in done[spec.key][0]:
+            rec = dict(r.record)
+            rec.update(method=spec.method, seed=spec.seed, **({"part": spec.part} if spec.part else {}))
+            records.append(rec)
+    return records
+
+
+def concurrent_runs(task: Task, exp, config: Mapping[str, Any], options, n_runs: int) -> int:
+    """How many runs go at once (``[cluster] concurrent_runs``; 0: all), at most ``n_runs``; 1 when the task says
+    its runs depend on each other (``task.independent_runs(exp)`` False: e.g. runs that share one library file)."""
+    from engine.executor import cluster_config
+
+    asked = cluster_config(options, config).concurrent_runs
+    n = n_runs if asked == 0 else min(asked, n_runs)
+    independent = getattr(task, "independent_runs", None)
+    if n > 1 and independent is not None and not independent(exp):
+        print(f"note: cluster.concurrent_runs = {asked}, but this config's runs depend on each other "
+              f"(they share what one run leaves for the next); running them one at a time", file=sys.stderr)
+        return 1
+    return max(1, n)
+
+
+def run_at_once(specs: Sequence[RunSpec], one: Callable[..., None], parent, at_once: int, options) -> dict[str, Any]:
+    """Run ``one(k, spec, executor, position)`` for every run, ``at_once`` at a time, each on a fork of ``parent``
+    (the same workers and engines: :meth:`engine.executor.RoundLoop.fork`; the caller closes ``parent``); the
+    first failure stops the other runs at their next round boundary and is raised once every run has stopped.
+    Prints the experiment's engine line (what every engine saw over the whole experiment), adds it to
+    ``executor_stats.jsonl`` as run key ``experiment`` (with ``options.out``) and returns it."""
+    import queue
+    from concurrent.futures import ThreadPoolExecutor
+
+    from engine.executor import RunCancelled, books_since, record_stats_line
+    from engine.llm.engine_metrics import engine_summary, summary_line
+
+    cancel = threading.Event()
+    slots: queue.Queue = queue.Queue()
+    for i in range(at_once):
+        slots.put(i)
+    errors: list[BaseException] = []
+    episodes = [0]
+    count_lock = threading.Lock()
+
+    def guarded(k: int, spec: RunSpec) -> None:
+        if cancel.is_set():
+            return
+        executor = parent.fork()
+        executor.cancel = cancel
+        position = slots.get()
+        try:
+            one(k, spec, executor, position)
+            with count_lock:
+                episodes[0] += executor.stats.get("episodes_run", 0)
+        except BaseException as exc:  # noqa: BLE001 - the first failure stops the others; raised below
+            cancel.set()
+            errors.append(exc)
+        finally:
+            slots.put(position)
+            executor.close()
+
+    before = parent.fleet_books()
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(at_once, thread_name_prefix="run") as pool:
+        for f in [pool.submit(guarded, k, spec) for k, spec in enumerate(specs)]:
+            f.result()
+    wall = time.perf_counter() - t0
+    after = parent.fleet_books()
+    first = next((e for e in errors if not isinstance(e, RunCancelled)), errors[0] if errors else None)
+    if first is not None:
+        raise first
+    engines = []
+    for i, now in enumerate(after):
+        then = before[i] if i < len(before) else None
+        books = books_since(now, then)
+        if books is not None:  # the columns of a run's engine line, and the counts they come from
+            engines.append({**engine_summary(books, wall), **{k: books[k] for k in (
+                "calls", "requests", "sequences", "max_concurrent_calls", "work_s", "busy_s") if k in books}})
+    line = {"run_key": "experiment", "concurrent_runs": at_once, "runs": len(specs), "wall_s": wall,
+            "episodes_run": episodes[0], "episodes_per_s": episodes[0] / wall if wall > 0 else 0.0,
+            "engines": engines}
+    if engines:
+        print(summary_line(f"experiment ({len(specs)} runs, {at_once} at once)", engines, line["episodes_per_s"]),
+              file=sys.stderr)
+    if getattr(options, "out", None) is not None:
+        record_stats_line(Path(options.out) / "executor_stats.jsonl", line)
+    return line
 
 
 def token_counter(config: Mapping[str, Any]) -> str:

@@ -156,6 +156,7 @@ def resolve(config: Mapping[str, Any], options: RunOptions) -> dict[str, Any]:
         "num_cpus_per_worker": settings["num_cpus_per_worker"],
         "num_gpus_per_worker": settings["num_gpus_per_worker"],
         "tensor_parallel_size": settings["tensor_parallel_size"],
+        **({"concurrent_runs": settings["concurrent_runs"] or "every run"} if settings["concurrent_runs"] != 1 else {}),
         "out": None if options.out is None else str(options.out),
         "checkpoint": own.get("checkpoint"),
         **({"engine_kwargs": dict(llm.engine_kwargs)} if llm.engine_kwargs else {}),

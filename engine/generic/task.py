@@ -165,6 +165,11 @@ class GenericTask:
     def checkpoint(self, run) -> bool:
         return run.protocol.checkpoint
 
+    def independent_runs(self, run: GenericRun) -> bool:
+        """False when FLEX continues one library file across runs (``[flex] library``): each run reads what the
+        one before it left, so they cannot go at once (cluster.concurrent_runs)."""
+        return not ("flex" in run.methods and (run.tables.get("flex") or {}).get("library"))
+
     def after_run(self, run, spec, method, results, out):
         mem = getattr(method, "memory", None)
         if spec.method == "flex" and mem is not None:

@@ -66,6 +66,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol, Sequence
 
 from engine.config import check
+from engine.errors import ConfigError
 from engine.llm.base import LLMBackend, Request, Response
 from engine.llm.engine_metrics import QUEUE_EDGES_S
 
@@ -410,12 +411,22 @@ class ServerModelBackend:
         self.clock = clock or RealClock()
         self._cond = threading.Condition()  # guards the engine state and the books
         self._engine = _EngineState(profile)
-        self._epoch: float | None = None  # clock reading at engine time 0 (the first call)
+        # epoch: clock reading at engine time 0 (the first call); in_flight: calls on the engine now
+        self._now = _Counters(epoch=None, in_flight=0)
         self._books = {"calls": 0, "requests": 0, "sequences": 0, "prompt_tokens": 0, "max_concurrent_calls": 0}
-        self._in_flight = 0
+
+    def share_engine(self, other: "ServerModelBackend") -> None:
+        """Serve this backend's calls on ``other``'s engine: one GPU, one batch, one set of books (runs at once
+        on one worker, each with its own backend: their LLM configs differ only in what the requests carry,
+        e.g. the seed). The two must model the same engine."""
+        if (self.profile, self.time_scale) != (other.profile, other.time_scale):
+            raise ConfigError(f"runs on one worker share its engine, so their llm.server_model settings must match; "
+                              f"got {self.profile} x{self.time_scale} and {other.profile} x{other.time_scale}")
+        self.clock, self._cond, self._engine, self._now, self._books = (
+            other.clock, other._cond, other._engine, other._now, other._books)
 
     def _engine_now(self) -> float:
-        return (self.clock.now() - self._epoch) / self.time_scale
+        return (self.clock.now() - self._now.epoch) / self.time_scale
 
     def generate(self, requests: Sequence[Request]) -> list[Response]:
         requests = list(requests)
@@ -432,8 +443,8 @@ class ServerModelBackend:
                 raise AssertionError(f"request {r} has no sequence")
         wait = getattr(self.clock, "wait", None)
         with self._cond:
-            if self._epoch is None:
-                self._epoch = self.clock.now()
+            if self._now.epoch is None:
+                self._now.epoch = self.clock.now()
             engine = self._engine
             now = self._engine_now()
             engine.advance(now)
@@ -444,8 +455,8 @@ class ServerModelBackend:
             b["requests"] += len(requests)
             b["sequences"] += sum(len(s) for s in decode)
             b["prompt_tokens"] += sum(int(p) for p in prompt)
-            self._in_flight += 1
-            b["max_concurrent_calls"] = max(b["max_concurrent_calls"], self._in_flight)
+            self._now.in_flight += 1
+            b["max_concurrent_calls"] = max(b["max_concurrent_calls"], self._now.in_flight)
             self._cond.notify_all()  # the others' projected ends move: they re-project
             try:
                 while True:
@@ -458,7 +469,7 @@ class ServerModelBackend:
                     else:  # a clock without wait (tests): sleep holding the engine
                         self.clock.sleep(max(seconds, 0.0))
             finally:
-                self._in_flight -= 1
+                self._now.in_flight -= 1
             self._cond.notify_all()  # a departure frees slots: the others re-project
         return [replace(resp, latency_s=f * self.time_scale) for resp, f in zip(responses, call.finish)]
 
@@ -469,7 +480,7 @@ class ServerModelBackend:
         """
         scale = self.time_scale
         with self._cond:
-            if self._epoch is not None:
+            if self._now.epoch is not None:
                 self._engine.advance(self._engine_now())
             out = dict(self._books)
             eb = dict(self._engine.books)
@@ -493,6 +504,12 @@ class ServerModelBackend:
         if wall_s <= 0:
             raise AssertionError(f"wall_s must be > 0, got {wall_s}")
         return self.server_stats()["work_s"] / wall_s
+
+
+@dataclass
+class _Counters:
+    epoch: float | None
+    in_flight: int
 
 
 def find_server(backend) -> ServerModelBackend | None:

@@ -38,3 +38,43 @@ def test_ray_workers_with_streams_equal_the_local_executor(ray_cluster, tmp_path
                 assert all(0 < w["busy_s"] <= wall for w in ex.stats["workers"] if w["episodes"]), name
         finally:
             ex.close()
+
+
+def test_runs_at_once_on_one_set_of_ray_workers_equal_the_local_executor(ray_cluster, tmp_path):
+    """``concurrent_runs``: four runs of three tasks, each on a fork of one Ray executor (the same two workers, each
+    run with its own LLM config), started together in four threads: each run's records equal its local run's, and
+    the shares of the runs spread over both workers (the fleet's load), none left idle."""
+    import threading
+
+    workloads = [SW.game24("toe", 16), SW.finance("Pipe+ToE"), SW.prophet_arena(tmp_path / "pa", "full_text"),
+                 SW.prophet_arena(tmp_path / "pa-memrl", "memrl")]
+    want = {name: SW.plain(LocalExecutor().run(make(), eps, llm, size)) for name, make, eps, llm, size in workloads}
+    parent = RayExecutor(workers=2, num_cpus_per_worker=0, streams_per_worker=2, concurrent_runs=len(workloads))
+    got, stats, errors, start = {}, {}, [], threading.Barrier(len(workloads))
+
+    def one(name, make, eps, llm, size):
+        ex = parent.fork()
+        try:
+            start.wait()
+            got[name] = SW.plain(ex.run(make(), eps, llm, size))
+            stats[name] = ex.stats
+        except BaseException as exc:  # noqa: BLE001 - reported by the assertion below
+            errors.append(exc)
+        finally:
+            ex.close()
+
+    try:
+        threads = [threading.Thread(target=one, args=w) for w in workloads]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors, errors
+        assert got == want
+        assert all(not s["replicas"] for s in stats.values())  # replicas are one run's: off when runs share workers
+        served = [sum(s["workers"][i]["episodes"] for s in stats.values()) for i in range(2)]
+        assert min(served) > 0, served
+        assert len(parent.fleet_books()) == 2  # the workers outlive the forks until the parent closes
+    finally:
+        parent.close()
+    assert parent.workers == []
