@@ -50,7 +50,7 @@ def test_runs_at_once_on_one_set_of_ray_workers_equal_the_local_executor(ray_clu
                  SW.prophet_arena(tmp_path / "pa-memrl", "memrl")]
     want = {name: SW.plain(LocalExecutor().run(make(), eps, llm, size)) for name, make, eps, llm, size in workloads}
     parent = RayExecutor(workers=2, num_cpus_per_worker=0, streams_per_worker=2, concurrent_runs=len(workloads))
-    got, stats, errors, start = {}, {}, [], threading.Barrier(len(workloads))
+    got, stats, start = {}, {}, threading.Barrier(len(workloads))
 
     def one(name, make, eps, llm, size):
         ex = parent.fork()
@@ -58,17 +58,11 @@ def test_runs_at_once_on_one_set_of_ray_workers_equal_the_local_executor(ray_clu
             start.wait()
             got[name] = SW.plain(ex.run(make(), eps, llm, size))
             stats[name] = ex.stats
-        except BaseException as exc:  # noqa: BLE001 - reported by the assertion below
-            errors.append(exc)
         finally:
             ex.close()
 
     try:
-        threads = [threading.Thread(target=one, args=w) for w in workloads]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        errors = SW.together(one, workloads)
         assert not errors, errors
         assert got == want
         assert all(not s["replicas"] for s in stats.values())  # replicas are one run's: off when runs share workers

@@ -77,3 +77,23 @@ def plain(results) -> str:
     """The records without timings (keys ending in _s), as JSON text (NaN compares equal to NaN)."""
     return json.dumps([{k: v for k, v in r.record.items() if not k.endswith("_s")} for r in results],
                       sort_keys=True, default=str)
+
+
+def together(one, workloads) -> list[BaseException]:
+    """Run ``one(*w)`` for every workload in its own thread, all at once; the errors they raised."""
+    import threading
+
+    errors: list[BaseException] = []
+
+    def guarded(*args):
+        try:
+            one(*args)
+        except BaseException as exc:  # noqa: BLE001 - returned to the test's assertion
+            errors.append(exc)
+
+    threads = [threading.Thread(target=guarded, args=w) for w in workloads]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return errors

@@ -34,20 +34,13 @@ def test_forks_of_one_executor_run_every_task_at_once_with_the_one_by_one_record
                  SW.prophet_arena(tmp_path / "pa-memrl", "memrl")]
     want = {name: SW.plain(LocalExecutor().run(make(), eps, llm, size)) for name, make, eps, llm, size in workloads}
     parent = LocalExecutor(concurrent_runs=len(workloads))
-    got, errors, start = {}, [], threading.Barrier(len(workloads))
+    got, start = {}, threading.Barrier(len(workloads))
 
     def one(name, make, eps, llm, size):
-        try:
-            start.wait()  # every run starts together: their calls interleave on the shared backends
-            got[name] = SW.plain(parent.fork().run(make(), eps, llm, size))
-        except BaseException as exc:  # noqa: BLE001 - reported by the assertion below
-            errors.append(exc)
+        start.wait()  # every run starts together: their calls interleave on the shared backends
+        got[name] = SW.plain(parent.fork().run(make(), eps, llm, size))
 
-    threads = [threading.Thread(target=one, args=w) for w in workloads]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    errors = SW.together(one, workloads)
     assert not errors, errors
     assert got == want
 
