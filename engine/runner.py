@@ -310,10 +310,11 @@ def run_at_once(specs: Sequence[RunSpec], one: Callable[..., None], parent, at_o
     def guarded(k: int, spec: RunSpec) -> None:
         if cancel.is_set():
             return
-        executor = parent.fork()
-        executor.cancel = cancel
+        executor = None
         position = slots.get()
         try:
+            executor = parent.fork()
+            executor.cancel = cancel
             one(k, spec, executor, position)
             with count_lock:
                 episodes[0] += executor.stats.get("episodes_run", 0)
@@ -322,7 +323,8 @@ def run_at_once(specs: Sequence[RunSpec], one: Callable[..., None], parent, at_o
             errors.append(exc)
         finally:
             slots.put(position)
-            executor.close()
+            if executor is not None:
+                executor.close()
 
     before = parent.fleet_books()
     t0 = time.perf_counter()
