@@ -419,18 +419,14 @@ def test_idle_worker_overhead(ray_cluster):
         def pid(self):
             return os.getpid()
 
-    def cpu_s(pid: int) -> float:  # utime + stime of the process, from /proc
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
     rows = []
     for w in sorted({min(WORKERS), 8, max(WORKERS)}):
         actors = [Idle.remote() for _ in range(w)]
         pids = ray.get([a.pid.remote() for a in actors])
         time.sleep(5)  # start-up done
-        c0, t0, load = sum(map(cpu_s, pids)), time.perf_counter(), os.getloadavg()[0]
+        c0, t0, load = sum(map(_proc_cpu_s, pids)), time.perf_counter(), os.getloadavg()[0]
         time.sleep(20)
-        cores = (sum(map(cpu_s, pids)) - c0) / (time.perf_counter() - t0)
+        cores = (sum(map(_proc_cpu_s, pids)) - c0) / (time.perf_counter() - t0)
         rows.append({"workers": w, "idle_cores": cores, "ms_per_s_each": 1000 * cores / w, "load_average": load})
         print(json.dumps(rows[-1]), flush=True)
         for a in actors:

@@ -57,7 +57,9 @@ from cluster.auth import connection_hint, enable_driver_token_auth
 from cluster.store_actors import StoreOwner
 from cluster.workers import EpisodePool, EpisodeWorker, ReplicaLost
 from engine.errors import BackendError, ConfigError
-from engine.executor import REPLICA_MODES, RoundLoop, books_since, check_cluster_resources, worker_stats
+from engine.executor import (
+    REPLICA_MODES, RoundLoop, books_since, check_cluster_resources, check_concurrent_runs, worker_stats,
+)
 from engine.http import unreachable
 from engine.rounds import served_snapshot
 
@@ -161,10 +163,8 @@ class RayExecutor(RoundLoop):
                  fleet: "Fleet | None" = None):
         settings = {k: v for k, v in locals().items() if k not in ("self", "fleet", "__class__")}
         super().__init__(checkpoint_every, stats_path, pipeline_rounds, engine_probe)
-        concurrent_runs = concurrent_runs or 1  # 0 (every run at once) is the runner's to resolve
-        if not isinstance(concurrent_runs, int) or isinstance(concurrent_runs, bool) or concurrent_runs < 1:
-            raise ConfigError(f"concurrent_runs must be an integer >= 1, got {concurrent_runs!r}")
-        self.concurrent_runs = concurrent_runs
+        # 0 (every run at once) is the runner's to resolve
+        self.concurrent_runs = check_concurrent_runs(concurrent_runs or 1)
         self._settings = settings  # what fork() builds a sibling from
         self._fleet = fleet if fleet is not None else Fleet(workers)
         self._owns_fleet = fleet is None

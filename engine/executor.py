@@ -559,7 +559,7 @@ class LocalExecutor(RoundLoop):
                  concurrent_runs: int = 1, shared: "WorkerBackends | None" = None):
         super().__init__(checkpoint_every, stats_path, pipeline_rounds, engine_probe)
         self.streams_per_worker = _check_streams_setting(streams_per_worker)
-        self.concurrent_runs = _check_concurrent_runs(concurrent_runs)
+        self.concurrent_runs = check_concurrent_runs(concurrent_runs)
         self._shared = shared if shared is not None else WorkerBackends()
 
     def fork(self) -> "LocalExecutor":
@@ -677,7 +677,8 @@ def share_engine(backend, primary) -> None:
         mine.share_engine(theirs)
 
 
-def _check_concurrent_runs(n: int) -> int:
+def check_concurrent_runs(n: int) -> int:
+    """``concurrent_runs`` of an executor (the runner resolves the config's 0, every run, before it builds one)."""
     if not isinstance(n, int) or isinstance(n, bool) or n < 1:
         raise ConfigError(f"concurrent_runs must be an integer >= 1, got {n!r}")
     return n

@@ -340,7 +340,8 @@ def run_at_once(specs: Sequence[RunSpec], one: Callable[..., None], parent, at_o
     for i, now in enumerate(after):
         then = before[i] if i < len(before) else None
         books = books_since(now, then)
-        if books is not None:  # the columns of a run's engine line, and the counts they come from
+        # a run's engine-line columns and their counts (max_concurrent_calls: since the engine started)
+        if books is not None:
             engines.append({**engine_summary(books, wall), **{k: books[k] for k in (
                 "calls", "requests", "sequences", "max_concurrent_calls", "work_s", "busy_s") if k in books}})
     line = {"run_key": "experiment", "concurrent_runs": at_once, "runs": len(specs), "wall_s": wall,
