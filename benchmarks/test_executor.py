@@ -68,7 +68,7 @@ def ray_cluster():
 
 @pytest.fixture(scope="module")
 def workload():
-    from engine.game24.experiment import _llm_factory, build_stream, episodes_for, parse_config
+    from engine.game24.experiment import build_stream, llm_factory, episodes_for, parse_config
     from engine.game24.methods import make_method
     from engine.llm.config import load_llm_config
 
@@ -93,7 +93,7 @@ def workload():
     def fresh():
         return make_method("toe", cfg.get("toe"), exp.tot, ("warmup", "test"), None)
 
-    return fresh, windows, burn, _llm_factory(llm_cfg, 0)
+    return fresh, windows, burn, llm_factory(llm_cfg, 0)
 
 
 def test_executor_throughput(benchmark, ray_cluster, workload):

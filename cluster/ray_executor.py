@@ -57,9 +57,8 @@ from cluster.auth import connection_hint, enable_driver_token_auth
 from cluster.store_actors import StoreOwner
 from cluster.workers import EpisodePool, EpisodeWorker, ReplicaLost
 from engine.errors import BackendError, ConfigError
-from engine.executor import (
-    REPLICA_MODES, RoundLoop, books_since, check_cluster_resources, check_concurrent_runs, worker_stats,
-)
+from cluster.resources import check_cluster_resources
+from engine.executor import REPLICA_MODES, RoundLoop, books_since, check_concurrent_runs, worker_stats
 from engine.http import unreachable
 from engine.rounds import served_snapshot
 
@@ -201,6 +200,25 @@ class RayExecutor(RoundLoop):
         self._owns_ray = False
         self.stores: list = []  # StoreOwner handles, kept across runs
         self._active_stores: list = []
+        # the current run's state (_start sets it, _finish clears it)
+        self.pool: EpisodePool | None = None
+        self._method_ref = None  # the run's method in the object store
+        self._run_llm = None  # runs at once: the run's LLM factory, carried by each share
+        self._startup_s = 0.0
+        self._history: list[list] = []  # replica mode: each collected round's share refs
+        # replica mode: rounds applied to each worker's replica once its latest share runs (None: none, or lost)
+        self._replica_rounds: list[int | None] = []
+        # per worker: episodes, LLM calls, its shares' (start, end) wall times (busy = their union: shares
+        # may overlap) and, per process, the first and last CPU-time readings (CPU time is per process)
+        self._per_worker: list[dict] = []
+        self._server_start: dict[int, dict] = {}  # a worker's engine books at its first share of this run
+        self._server_now: dict[int, dict] = {}
+        self._store_apply: list[float] = []  # per round: the slowest store owner's apply
+        self._round_of: dict[int, int] = {}  # episode id -> round, for shares of several rounds in flight
+        self._finished: dict[int, list] = {}  # round -> [(share ref, results, stats)] collected so far
+        self._shares_left: dict[int, int] = {}
+        self._share_refs: list = []  # the collected round's share refs (store owners apply them)
+        self._acks: list = []  # the store owners' apply calls in flight
 
     # the workers and what they were built from live in the fleet, which forks share (concurrent runs)
     workers = property(lambda self: self._fleet.workers,
@@ -332,9 +350,8 @@ class RayExecutor(RoundLoop):
         t0 = time.perf_counter()
         shards = self._shards(method)
         self._use_replicas = self._replicas_for(method, shards)
-        self._history: list[list] = []  # replica mode: each collected round's share refs
-        # replica mode: rounds applied to each worker's replica once its latest share runs (None: none, or lost)
-        self._replica_rounds: list[int | None] = [None] * self.n_workers
+        self._history = []
+        self._replica_rounds = [None] * self.n_workers
         if self._use_replicas:
             self._active_stores, loaded = [], []
         else:
@@ -369,15 +386,9 @@ class RayExecutor(RoundLoop):
         self.pool = EpisodePool(self.workers, self.max_restarts, self.max_attempts, self.shares_per_worker,
                                 on_lost=self._replica_lost if self._use_replicas else None,
                                 load=self._fleet.load if self.concurrent_runs > 1 else None)
-        # per worker: episodes, LLM calls, its shares' (start, end) wall times (busy = their union: shares
-        # may overlap) and, per process, the first and last CPU-time readings (CPU time is per process)
         self._per_worker = [{"episodes": 0, "llm_calls": 0, "spans": [], "cpu": {}} for _ in range(self.n_workers)]
-        self._server_start: dict[int, dict] = {}  # a worker's engine books at its first share of this run
-        self._server_now: dict[int, dict] = {}
-        self._store_apply: list[float] = []
-        self._round_of: dict[int, int] = {}  # episode id -> round, for shares of several rounds in flight
-        self._finished: dict[int, list] = {}  # round -> [(share ref, results, stats)] collected so far
-        self._shares_left: dict[int, int] = {}
+        self._server_start, self._server_now = {}, {}
+        self._store_apply, self._round_of, self._finished, self._shares_left = [], {}, {}, {}
 
     def _submit_round(self, index, batch, progress):
         # Queued behind the previous round's apply on each store owner (an actor runs its calls in
@@ -521,12 +532,12 @@ class RayExecutor(RoundLoop):
             self._check_acks()
 
     def _check_acks(self) -> None:
-        acks, self._acks = getattr(self, "_acks", []), []
+        acks, self._acks = self._acks, []
         if acks:
             self._store_apply.append(max(a["apply_s"] for a in ray.get(acks)))
 
     def _finish(self, method, ok):
-        method_ref, self._method_ref = getattr(self, "_method_ref", None), None
+        method_ref, self._method_ref = self._method_ref, None
         if ok:
             try:
                 self._check_acks()  # the last round's applies
@@ -579,19 +590,19 @@ class RayExecutor(RoundLoop):
         raise BackendError(f"no worker could hand back the run's final state: {error}") from error
 
     def _worker_stats(self) -> list[dict[str, Any]]:
-        retried = getattr(getattr(self, "pool", None), "retried", [0] * self.n_workers)
-        now, start = getattr(self, "_server_now", {}), getattr(self, "_server_start", {})
+        retried = self.pool.retried if self.pool is not None else [0] * self.n_workers
+        now, start = self._server_now, self._server_start
         return [worker_stats(f"ray-{i}", w["episodes"], union_s(w["spans"]), w["llm_calls"], retried[i],
                              sum(hi - lo for lo, hi in w["cpu"].values()),
                              books_since(now.get(i, (0, None))[1], start.get(i, (0, None))[1]))
-                for i, w in enumerate(getattr(self, "_per_worker", []))]
+                for i, w in enumerate(self._per_worker)]
 
     def _record_stats(self, timing, wall, first, n_results, finished=False):
         super()._record_stats(timing, wall, first, n_results, finished)
-        store = getattr(self, "_store_apply", [])
+        store = self._store_apply
         self.stats["store_apply_s"] = float(np.mean(store)) if store else 0.0
         self.stats["store_shards"] = self.store_shards
-        self.stats["startup_s"] = getattr(self, "_startup_s", 0.0)
+        self.stats["startup_s"] = self._startup_s
         self.stats["retried_chunks"] = sum(w["retried_chunks"] for w in self.stats["workers"])
         self.stats["streams_per_worker"] = self.streams_per_worker
         self.stats["shares_per_worker"] = self.shares_per_worker

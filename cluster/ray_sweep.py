@@ -21,7 +21,7 @@ from typing import Callable, Sequence
 
 import ray
 
-from engine.executor import check_cluster_resources
+from cluster.resources import check_cluster_resources
 
 
 @ray.remote(num_cpus=1)

@@ -201,9 +201,6 @@ def llm_factory(llm_cfg, seed: int):
     return BackendFactory(replace(llm_cfg, seed=seed), policy=policy_of("game24"))
 
 
-_llm_factory = llm_factory  # the executor benchmark's name for it
-
-
 def use_prompts(cfg: PromptsConfig, llm_cfg, options) -> tuple[list, str | None]:
     """Load, check and activate the run's prompt templates; a warning when custom ones meet the simulated policy."""
     from engine import templates

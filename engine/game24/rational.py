@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from fractions import Fraction
 from numbers import Integral, Rational
-from typing import Iterable, Sequence
+from typing import Iterable
 
 import numpy as np
 
@@ -74,11 +74,6 @@ def format_fraction(value: Fraction) -> str:
     if value.denominator == 1:
         return str(value.numerator)
     return f"{value.numerator}/{value.denominator}"
-
-
-def format_state(values: Sequence[Fraction]) -> str:
-    """Space-separated numbers, in the order given: ``"4 13/3 10"``."""
-    return " ".join(format_fraction(v) for v in values)
 
 
 def value_order(values: Iterable[Fraction]) -> tuple[Fraction, ...]:

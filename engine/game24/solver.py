@@ -60,11 +60,6 @@ def _state(numbers, name: str = "numbers") -> tuple[Fraction, ...]:
     return values
 
 
-def canonical_pairs(values: Sequence[Fraction]) -> tuple[tuple[int, int], ...]:
-    """The kernels' canonical form: reduced (numerator, denominator) pairs, sorted."""
-    return tuple(sorted((v.numerator, v.denominator) for v in values))
-
-
 def apply(x: Fraction, op: str, y: Fraction) -> Fraction | None:
     """Exact ``x op y``; None for division by zero."""
     if op == "+":

@@ -123,15 +123,6 @@ def apply_step(branch: Branch, line: str) -> Branch | None:
     return Branch(new_numbers, exprs, branch.lines + (line,))
 
 
-def apply_steps(branch: Branch, lines: Sequence[str]) -> Branch | None:
-    """Apply several step lines in order; None as soon as one fails."""
-    for line in lines:
-        branch = apply_step(branch, line)
-        if branch is None:
-            return None
-    return branch
-
-
 def step_line(a: Fraction, op: str, b: Fraction, rest: Sequence[Fraction]) -> str | None:
     """Write ``a op b = c (left: ...)`` for exact operands, or None (division by zero)."""
     c = _OPS[op](a, b)

@@ -261,7 +261,7 @@ def test_make_executor_options():
 
 
 def test_executors_are_found_by_name_in_the_registry(monkeypatch):
-    from engine import executor as E
+    from engine.executor import settings as E
 
     made = []
 

@@ -3,7 +3,7 @@
 import pytest
 
 from engine.errors import ConfigError
-from engine.executor import check_cluster_resources
+from cluster.resources import check_cluster_resources
 
 TWO_CORES = [{"CPU": 2.0, "memory": 1e9}]
 
