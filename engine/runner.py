@@ -170,6 +170,9 @@ def run_task(task: Task, config: Mapping[str, Any], options) -> int:
     from engine.executor import make_executor, progress_bar
     from engine.run_folder import answered_by, unmark_finished, write_records, write_run
 
+    from engine.tasks import with_engine_sections
+
+    options = with_engine_sections(config, options)  # [cluster] parsed once (already, when the CLI called)
     exp = task.parse(config, options)
     out = Path(options.out or Path("runs") / Path(options.config_path).stem)
     out.mkdir(parents=True, exist_ok=True)
@@ -277,7 +280,7 @@ def concurrent_runs(task: Task, exp, config: Mapping[str, Any], options, n_runs:
     its runs depend on each other (``task.independent_runs(exp)`` False: e.g. runs that share one library file)."""
     from engine.executor import cluster_config
 
-    asked = cluster_config(options, config).concurrent_runs
+    asked = cluster_config(options, config).concurrent_runs  # options.cluster once parsed
     n = n_runs if asked == 0 else min(asked, n_runs)
     independent = getattr(task, "independent_runs", None)
     if n > 1 and independent is not None and not independent(exp):

@@ -71,6 +71,25 @@ class RunOptions:
     progress: bool = True
     # called as each round finishes: (run key, episodes done in that run, its episodes), e.g. a live tracker
     on_progress: Any = field(default=None, compare=False)
+    # the config's [cluster], parsed once per run (with_engine_sections); None: not parsed yet
+    cluster: Any = None
+
+
+def with_engine_sections(config: Mapping[str, Any], options: RunOptions) -> RunOptions:
+    """``options`` carrying the config's ``[cluster]`` parsed (once per run: the CLI parses it before
+    :func:`resolve`, the runner when called without it); the executors read it from there and never parse it
+    again."""
+    if getattr(options, "cluster", None) is not None:
+        return options
+    import dataclasses
+    from types import SimpleNamespace
+
+    from engine.executor import settings
+
+    cluster = settings.parse_cluster(config)
+    if dataclasses.is_dataclass(options):
+        return dataclasses.replace(options, cluster=cluster)
+    return SimpleNamespace(**{**vars(options), "cluster": cluster})  # a caller's own options object
 
 
 def _load(task: str, part: str):
@@ -130,6 +149,7 @@ def resolve(config: Mapping[str, Any], options: RunOptions) -> dict[str, Any]:
     from engine.llm.config import LLMConfig
 
     where = str(options.config_path)
+    options = with_engine_sections(config, options)
     task = task_of(config, where)
     check_top_keys(config, task)
     title = config.get("title", "")

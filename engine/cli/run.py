@@ -17,7 +17,7 @@ from pathlib import Path
 from engine import tracking
 from engine.config import apply_overrides, load_toml
 from engine.errors import ConfigError
-from engine.tasks import RunOptions, format_plan, resolve, runner_for
+from engine.tasks import RunOptions, format_plan, resolve, runner_for, with_engine_sections
 
 
 def register(subparsers) -> None:
@@ -55,6 +55,7 @@ def _run(args) -> int:
         config_path=args.config, out=out, executor=args.executor, workers=args.workers,
         address=args.address, overrides=tuple(args.overrides), progress=args.progress,
     )
+    options = with_engine_sections(data, options)  # [cluster] parsed here, once for the whole run
     plan = resolve(data, options)
     marker = finished_run(out)
     resumes = plan.get("checkpoint") is not None and Path(plan["checkpoint"]).is_dir()

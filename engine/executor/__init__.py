@@ -35,7 +35,7 @@ from engine.executor.loop import (
 )
 from engine.executor.settings import (
     EXECUTOR_ENTRY_POINTS, REPLICA_MODES, ClusterConfig, check_concurrent_runs, cluster_config, executor_factory,
-    executor_names, executor_settings, make_executor, register_executor,
+    executor_names, executor_settings, make_executor, parse_cluster, register_executor,
 )
 from engine.executor.stats import books_since, record_stats_line, server_books, worker_stats
 from engine.executor.streams import (
@@ -48,6 +48,6 @@ __all__ = [
     "REPLICA_MODES", "RoundLoop", "RoundPlan", "RunCancelled", "WorkerBackends", "backends_of", "books_since",
     "check_concurrent_runs", "check_round_results", "check_streams", "check_streams_setting", "cluster_config",
     "executor_factory", "executor_names", "executor_settings", "freeze", "local_executor", "make_executor",
-    "merge_usage", "progress_bar", "record_stats_line", "register_executor", "restore_state", "round_sizes",
+    "merge_usage", "parse_cluster", "progress_bar", "record_stats_line", "register_executor", "restore_state", "round_sizes",
     "rounds", "run_streams", "server_books", "share_engine", "stream_bounds", "stream_pool", "worker_stats",
 ]

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from engine.config import apply_overrides, check, from_dict, load_toml, to_dict
+from engine.config import check, from_dict, to_dict
 from engine.errors import ConfigError, InputError, MissingExtraError
 from engine.executor.loop import RoundLoop
 
@@ -68,15 +68,20 @@ class ClusterConfig:
                                               f"got {self.replicas!r}")
 
 
+def parse_cluster(config: Mapping[str, Any] | None) -> ClusterConfig:
+    """The one parser of ``[cluster]``: the table of the raw config ``config`` (defaults when there is none)."""
+    return from_dict(ClusterConfig, (config or {}).get("cluster"), "cluster")
+
+
 def cluster_config(options, config: Mapping[str, Any] | None = None) -> ClusterConfig:
-    """The ``[cluster]`` table of the run's config (``config``, else the file at ``options.config_path``
-    with ``options.overrides`` applied); defaults when there is none."""
-    if config is None:
-        path = getattr(options, "config_path", None)
-        if path is None or not Path(path).is_file():
-            return ClusterConfig()
-        config = apply_overrides(load_toml(path), getattr(options, "overrides", ()))
-    return from_dict(ClusterConfig, config.get("cluster"), "cluster")
+    """The run's ``[cluster]``: ``options.cluster`` when the section was parsed already (a run parses it once:
+    :func:`engine.tasks.with_engine_sections`), else parsed from ``config``; defaults when there is none."""
+    parsed = getattr(options, "cluster", None)
+    if parsed is not None:
+        if not isinstance(parsed, ClusterConfig):
+            raise InputError(f"options.cluster must be a ClusterConfig, got {type(parsed).__name__}")
+        return parsed
+    return parse_cluster(config)
 
 
 # --- the executor registry -------------------------------------------------------------------
@@ -158,8 +163,8 @@ def make_executor(options, config: Mapping[str, Any] | None = None, **kwargs) ->
     """The executor ``toe run CONFIG --executor NAME [--workers N] [--address ADDR]`` asks for.
 
     ``options`` is an :class:`engine.tasks.RunOptions`; the executor is looked up
-    by name (:func:`executor_factory`); the config's ``[cluster]`` table
-    (:class:`ClusterConfig`) sets actor resources; ``kwargs`` override it. With
+    by name (:func:`executor_factory`); the run's ``[cluster]`` (:func:`cluster_config`: ``options.cluster``,
+    else ``config``'s table) sets actor resources; ``kwargs`` override it. With
     ``options.out`` set, every run appends its :attr:`stats` (per-worker episodes/s and LLM
     calls, round overhead, barrier time) to ``OUT/executor_stats.jsonl``.
     """

@@ -295,12 +295,17 @@ def test_cluster_section_configures_the_executor(tmp_path):
     opts = SimpleNamespace(executor="local", workers=1, address=None)
     ex = make_executor(opts, config={"cluster": {"checkpoint_every": 3}})
     assert ex.checkpoint_every == 3 and ex.stats_path is None
+    # parsed once upstream (options.cluster): the executor takes it as it is and never reads the file on disk
     cfg = tmp_path / "run.toml"
     cfg.write_text('task = "game24"\n[cluster]\ncheckpoint_every = 2\n')
-    from_file = SimpleNamespace(executor="local", workers=1, address=None, config_path=cfg,
-                                overrides=("cluster.checkpoint_every=5",))
-    assert make_executor(from_file).checkpoint_every == 5
-    assert cluster_config(from_file).num_gpus_per_worker == 0.0
+    parsed = SimpleNamespace(executor="local", workers=1, address=None, config_path=cfg,
+                             cluster=ClusterConfig(checkpoint_every=5))
+    assert make_executor(parsed, config={"cluster": {"checkpoint_every": 7}}).checkpoint_every == 5
+    assert cluster_config(parsed).num_gpus_per_worker == 0.0
+    unparsed = SimpleNamespace(executor="local", workers=1, address=None, config_path=cfg)
+    assert make_executor(unparsed).checkpoint_every == 1  # no config given: defaults, not the file
+    with pytest.raises(InputError, match="options.cluster must be a ClusterConfig"):
+        make_executor(SimpleNamespace(executor="local", workers=1, address=None, cluster={"checkpoint_every": 2}))
     with pytest.raises(ConfigError, match="cluster.num_gpus_per_worker must be >= 0, got -1"):
         make_executor(opts, config={"cluster": {"num_gpus_per_worker": -1}})
     with pytest.raises(ConfigError, match="unknown key.*'gpus'.*valid keys"):
@@ -539,3 +544,29 @@ def test_a_checkpoint_of_an_earlier_format_is_refused_with_the_way_to_restart(tm
     manifest.write_text(json.dumps(m))
     with pytest.raises(PersistenceError, match=f"format {old}, expected 3 .*no checksums, format 2 pickles.*--out NEW_FOLDER"):
         run_local(round_size=4, checkpoint_dir=tmp_path)
+
+
+def test_cluster_section_is_parsed_once_per_run(tmp_path, monkeypatch):
+    """From the CLI to the executor, [cluster] goes through its parser once (engine.executor.parse_cluster):
+    resolve, the runner, the concurrent-runs check and every run's executor read the parsed object."""
+    from engine.cli import main
+    from engine.executor import settings
+
+    calls = []
+    real = settings.parse_cluster
+
+    def counted(config):
+        calls.append(dict((config or {}).get("cluster") or {}))
+        return real(config)
+
+    monkeypatch.setattr(settings, "parse_cluster", counted)
+    cfg = tmp_path / "g24.toml"
+    cfg.write_text(
+        'task = "game24"\nmethods = ["tot", "toe-supply"]\nseeds = [0, 1]\n'
+        "[protocol]\nwarmup_sample = 4\ntest_limit = 4\nround_size = 2\n"
+        "[cluster]\ncheckpoint_every = 3\nstreams_per_worker = 2\n")
+    out = tmp_path / "out"
+    assert main(["run", str(cfg), "--out", str(out), "--no-progress"]) == 0
+    assert calls == [{"checkpoint_every": 3, "streams_per_worker": 2}]  # 4 runs, one parse
+    stats = [json.loads(line) for line in (out / "executor_stats.jsonl").read_text().splitlines()]
+    assert len(stats) == 4 and {s["streams_per_worker"] for s in stats} == {2}
