@@ -91,9 +91,9 @@ class WandbStore:
         run.finish(exit_code=0 if ok else 1)
 
     def start_parent(self, name: str, tags: Mapping[str, str]) -> str:
-        from wandb.util import generate_id
+        import secrets
 
-        group = f"{_NAME.sub('_', name)[:40]}-{generate_id()}"
+        group = f"{_NAME.sub('_', name)[:40]}-{secrets.token_hex(4)}"
         return self._init(id=group, name=name, group=group, job_type="sweep", tags=labels(tags))
 
     def resume_parent(self, parent: str, name: str) -> bool:
