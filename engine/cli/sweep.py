@@ -22,7 +22,7 @@ def register(subparsers) -> None:
     p.add_argument("--metric", default=None,
                    help="summary column to tabulate and plot (default per task, e.g. acc_any for game24)")
     p.add_argument("--no-progress", dest="progress", action="store_false", help="hide the progress bar")
-    tracking.add_arguments(p)  # passed on to every run; default store: <sweep folder>/mlruns
+    tracking.add_arguments(p)  # passed on to every run; default store: <sweep folder>/mlruns (W&B: <sweep folder>/wandb)
     p.set_defaults(func=_sweep)
 
 
@@ -31,11 +31,12 @@ def _sweep(args) -> int:
 
     out = args.out or Path("runs") / f"{args.config.stem}-sweep"
     track = _track_args(args, out)
-    parent = None
-    if track:  # one parent run for the sweep, each combination's run its child
-        uri, experiment = track[3], track[5]
-        tracking.check_reachable(uri)
-        parent = tracking.open_parent(out, uri, experiment)
+    store = parent = None
+    if track:  # one parent for the sweep (MLflow: a run; W&B: a group), each combination's run under it
+        where, experiment = track[3], track[5]
+        tracking.check_reachable(where)
+        store = tracking.open_store(args.track, where, experiment)
+        parent = tracking.open_parent(store, out)
         track += ["--track-parent", parent]
     options = SweepOptions(
         config_path=args.config, out=out,
@@ -48,8 +49,8 @@ def _sweep(args) -> int:
         rc = run_sweep(options)
     finally:
         if parent is not None:
-            tracking.close_parent(out, track[3], parent, rc == 0)
-            print(f"tracked: mlflow parent run {parent} in {track[3]}")
+            tracking.close_parent(store, out, parent, rc == 0)
+            print(f"tracked: sweep parent {store.where(parent)}")
     return rc
 
 
@@ -58,5 +59,5 @@ def _track_args(args, out: Path) -> list[str]:
     if args.track is None:
         return []
     tracking.check_installed(args.track)  # before any run starts
-    uri = tracking.tracking_uri(args.track_uri or str(out / tracking.DEFAULT_URI))
-    return ["--track", args.track, "--track-uri", uri, "--track-experiment", args.track_experiment or out.name]
+    where = tracking.store_location(args.track, args.track_uri or str(out / tracking.DEFAULT_FOLDER[args.track]))
+    return ["--track", args.track, "--track-uri", where, "--track-experiment", args.track_experiment or out.name]

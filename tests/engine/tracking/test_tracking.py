@@ -11,34 +11,6 @@ import pytest
 from engine.cli import main
 from engine.tracking import flatten, metric_key, tracking_uri
 
-TINY = """\
-task = "game24"
-methods = ["tot", "toe"]
-seeds = [0]
-[protocol]
-warmup_first = 1
-warmup_last = 20
-warmup_sample = 4
-test_first = 901
-test_last = 1000
-test_limit = 2
-round_size = 2
-[tot]
-breadth = 2
-[llm]
-backend = "simulated"
-[report]
-plots = true
-"""
-
-
-@pytest.fixture
-def tiny(tmp_path):
-    path = tmp_path / "tiny.toml"
-    path.write_text(TINY)
-    return path
-
-
 def test_helpers():
     assert flatten({"tot": {"breadth": 5}, "seeds": [0, 1], "task": "game24"}) == \
         {"tot.breadth": "5", "seeds": "[0, 1]", "task": "game24"}
@@ -155,3 +127,44 @@ def test_a_tracked_sweep_is_one_parent_run_with_a_child_per_combination(tiny, tm
         names = {a.path for a in client.list_artifacts(child.info.run_id)}
         assert {"episodes.parquet", "config.toml", "summary.json"} <= names
     assert "sweep.parquet" in {a.path for a in client.list_artifacts(parents[0].info.run_id)}
+
+
+class Recording:
+    """A store that keeps what the mapping hands it (the interface every tracker implements)."""
+
+    kind = "fake"
+
+    def __init__(self, fail_log=False):
+        self.fail_log, self.points, self.ended = fail_log, [], []
+
+    def start(self, name, params, tags, parent):
+        self.params, self.tags = dict(params), dict(tags)
+        return "r1"
+
+    def log(self, run_id, points):
+        if self.fail_log:
+            raise RuntimeError("the store went away")
+        self.points += points
+
+    def end(self, run_id, ok):
+        self.ended.append(ok)
+
+
+def test_live_progress_steps_each_run_by_its_rounds_and_warns_once(tmp_path, capsys):
+    from engine.tracking import Live
+
+    store = Recording()
+    live = Live(store, tmp_path / "run", {"tot": {"breadth": 3}, "seeds": [0]}, "game24", None)
+    assert store.params == {"tot.breadth": 3, "seeds": [0]} and store.tags["task"] == "game24"
+    for key, done in (("tot-seed0", 2), ("toe-seed0", 2), ("tot-seed0", 4)):
+        live(key, done, 4)
+    got = [(p.key, p.step, p.value, p.axis) for p in store.points if not p.key.endswith("_share")]
+    assert got == [("progress/tot-seed0", 0, 2.0, "progress/tot-seed0_round"),
+                   ("progress/toe-seed0", 0, 2.0, "progress/toe-seed0_round"),
+                   ("progress/tot-seed0", 1, 4.0, "progress/tot-seed0_round")]
+    broken = Live(Recording(fail_log=True), tmp_path / "run", {}, "game24", None)
+    for _ in range(3):
+        broken("tot-seed0", 1, 2)  # the run goes on
+    assert capsys.readouterr().err.count("warning: live tracking failed") == 1
+    broken.end(False)
+    assert broken.store.ended == [False]
