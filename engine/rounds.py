@@ -28,6 +28,7 @@ writing. The method object itself is pickled to Ray workers once per run, so
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Protocol, Sequence
@@ -37,6 +38,15 @@ import numpy as np
 from engine.llm.base import LLMBackend
 
 Snapshot = Mapping[str, np.ndarray]
+
+
+def request_seed(*parts: object) -> int:
+    """A stable non-negative 63-bit seed from any printable parts (episode seed, step, role, text): how an
+    episode derives each request's seed from its own seed, so its results never depend on the round's other
+    episodes (point 2 above). Python's ``hash`` is salted per process; this is not, so a request gets the same
+    seed on every worker and in every batch."""
+    digest = hashlib.blake2b("\x1f".join(map(str, parts)).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") & 0x7FFF_FFFF_FFFF_FFFF
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,17 @@ import numpy as np
 from engine import atomic_io
 
 
+def default_folder(config_path, suffix: str = "") -> Path:
+    """Where a run (or, with ``suffix = "-sweep"``, a sweep) of ``config_path`` writes without ``--out``:
+    ``runs/<config name><suffix>``."""
+    return Path("runs") / f"{Path(config_path).stem}{suffix}"
+
+
+def run_folder(options) -> Path:
+    """The run folder of ``options`` (an :class:`engine.tasks.RunOptions`): ``--out``, else :func:`default_folder`."""
+    return Path(options.out) if options.out else default_folder(options.config_path)
+
+
 def answered_by(records: Sequence[Mapping[str, Any]], config: Mapping[str, Any]) -> tuple[str, str]:
     """``(backend, model)`` that answered the records; several are joined with ``+``; none: the config's.
 

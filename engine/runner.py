@@ -168,13 +168,13 @@ def engine_line(label: str, stats: Mapping[str, Any]) -> str | None:
 def run_task(task: Task, config: Mapping[str, Any], options) -> int:
     """Run every run of ``task`` over the executor ``options`` name; write the run folder; print the tables."""
     from engine.executor import make_executor, progress_bar
-    from engine.run_folder import answered_by, unmark_finished, write_records, write_run
+    from engine.run_folder import answered_by, run_folder, unmark_finished, write_records, write_run
 
     from engine.tasks import with_engine_sections
 
     options = with_engine_sections(config, options)  # [cluster] parsed once (already, when the CLI called)
     exp = task.parse(config, options)
-    out = Path(options.out or Path("runs") / Path(options.config_path).stem)
+    out = run_folder(options)
     out.mkdir(parents=True, exist_ok=True)
     started_at = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     specs = task.runs(exp)

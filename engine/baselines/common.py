@@ -36,8 +36,6 @@ A completion that cannot be parsed falls back to the rule for that outcome
 
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
@@ -187,12 +185,6 @@ def parse_json(text: str) -> Any | None:
     """The first JSON value in ``text`` (inside a ```json fence or bare), or None; an array is tried before an
     object (:func:`engine.llm.structured.first_json_value`)."""
     return first_json_value(text, objects_first=False)
-
-
-def derive_seed(*parts: object) -> int:
-    """A stable non-negative 63-bit seed from printable parts (not salted per process like ``hash``)."""
-    digest = hashlib.blake2b("\x1f".join(map(str, parts)).encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "little") & 0x7FFF_FFFF_FFFF_FFFF
 
 
 def first_text(texts: Sequence[str]) -> str:

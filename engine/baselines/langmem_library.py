@@ -45,12 +45,13 @@ import warnings
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from engine.baselines.common import Hit, derive_seed
+from engine.baselines.common import Hit
 from engine.baselines.docmem import Job, normalise
 from engine.config import check
 from engine.errors import BackendError, MissingExtraError
 from engine.llm.base import Request
 from engine.llm.tools import ToolStats, parse_tool_calls, tool_request
+from engine.rounds import request_seed
 
 VERSION = "0.0.30"  # the langmem release this wiring was checked against (pyproject extra `baselines`)
 NAMESPACE = ("memories",)
@@ -283,7 +284,7 @@ class LangMemLibraryMemory:
         if not session:
             return {"memories": len(self.texts())}
         sampling = {"max_tokens": cfg.max_tokens, "temperature": cfg.temperature, "seed": seed, "episode": key or None}
-        run_seed = derive_seed("langmem", seed, self.sessions)
+        run_seed = request_seed("langmem", seed, self.sessions)
         answers: list[str] = []
         puts = None
         while puts is None:

@@ -77,7 +77,6 @@ from engine.baselines.common import (
     Hit,
     Outcome,
     cosine_scores,
-    derive_seed,
     first_text,
     one_line,
     parse_json,
@@ -90,6 +89,7 @@ from engine.config import check
 from engine.errors import BackendError, InputError, MissingExtraError, StoreError
 from engine.llm.base import LLMBackend, Request
 from engine.llm.structured import Constraint
+from engine.rounds import request_seed
 
 # JSON mode: the output format ADDITIVE_EXTRACTION_PROMPT specifies ("# OUTPUT FORMAT"), as a strict schema
 # (every field required; linked_memory_ids may be []). mem0 itself sends response_format={"type": "json_object"}.
@@ -638,7 +638,7 @@ class Mem0Reader:
     def requests(self, outcomes: Sequence[Outcome], mode: str) -> list[list[Request]]:
         if mode == "rule":
             return [[] for _ in outcomes]
-        return [[extraction_request(self.library_messages(o), self.config, seed=derive_seed(o.seed, "mem0", "extract"), episode=o.key)]
+        return [[extraction_request(self.library_messages(o), self.config, seed=request_seed(o.seed, "mem0", "extract"), episode=o.key)]
                 for o in outcomes]
 
     def updates(self, outcomes: Sequence[Outcome], completions, mode: str, digests: Sequence[str] = ()) -> list[dict]:

@@ -51,7 +51,6 @@ from engine.baselines.common import (
     Hit,
     Outcome,
     cosine_scores,
-    derive_seed,
     first_text,
     observe_with,
     one_line,
@@ -64,6 +63,7 @@ from engine.config import check
 from engine.baselines import prompts as baseline_prompts
 from engine.errors import InputError
 from engine.llm.base import LLMBackend, Request
+from engine.rounds import request_seed
 
 KEY_COLUMNS = {"text": TEXT}
 MEM_COLUMNS = {
@@ -355,7 +355,7 @@ class MemRLReader:
                 prompt = baseline_prompts.render("memrl_reflection", task=o.task, trajectory=traj)
                 temp, tag = cfg.reflection_temperature, "reflection"
             out.append([Request(messages=({"role": "user", "content": prompt},), max_tokens=cfg.max_tokens, temperature=temp,
-                                seed=derive_seed(o.seed, "memrl", tag, o.task), episode=o.key)])
+                                seed=request_seed(o.seed, "memrl", tag, o.task), episode=o.key)])
         return out
 
     def updates(self, outcomes: Sequence[Outcome], completions: Sequence[Sequence[list[str]]], mode: str) -> list[dict]:

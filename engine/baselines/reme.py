@@ -47,7 +47,6 @@ from engine.baselines.common import (
     Hit,
     Outcome,
     cosine_scores,
-    derive_seed,
     first_text,
     one_line,
     resolve_extraction,
@@ -60,6 +59,7 @@ from engine.config import check
 from engine.errors import InputError
 from engine.baselines import prompts as baseline_prompts
 from engine.llm.base import LLMBackend, Request
+from engine.rounds import request_seed
 
 # The row embedding is the when_to_use vector; the content vector lives in a second table with the same ids.
 COLUMNS = {"when_to_use": TEXT, "content": TEXT, "kind": TEXT, "source": TEXT, "score": "f8", "freq": "i8", "utility": "i8"}
@@ -394,7 +394,7 @@ class ReMeReader:
         cfg = self.config
         return Request(messages=({"role": "user", "content": baseline_prompts.render(prompt, **fields)},),
                        max_tokens=cfg.max_tokens, temperature=cfg.temperature,
-                       seed=derive_seed(seed, "reme", tag, task), episode=episode)
+                       seed=request_seed(seed, "reme", tag, task), episode=episode)
 
     @staticmethod
     def format(hits: Sequence[Hit]) -> str:
@@ -417,7 +417,7 @@ class ReMeReader:
             flat = [(oi, kind, fields) for oi, js in enumerate(jobs) for kind, fields in js]
             reqs = [Request(messages=({"role": "user", "content": baseline_prompts.render(f"reme_{kind}", **fields)},),
                             max_tokens=cfg.max_tokens, temperature=cfg.temperature,
-                            seed=derive_seed(outcomes[oi].seed, "reme", kind, j), episode=outcomes[oi].key)
+                            seed=request_seed(outcomes[oi].seed, "reme", kind, j), episode=outcomes[oi].key)
                     for j, (oi, kind, fields) in enumerate(flat)]
             resps = llm.generate(reqs) if reqs else []
             mems = [[] for _ in outcomes]
@@ -435,7 +435,7 @@ class ReMeReader:
             reqs = [Request(messages=({"role": "user", "content": baseline_prompts.render(
                         "reme_validation", condition=mems[oi][mi][1], content=mems[oi][mi][2])},),
                         max_tokens=cfg.max_tokens, temperature=cfg.temperature,
-                        seed=derive_seed(outcomes[oi].seed, "reme", "validation", mi), episode=outcomes[oi].key)
+                        seed=request_seed(outcomes[oi].seed, "reme", "validation", mi), episode=outcomes[oi].key)
                     for oi, mi in flat]
             for (oi, mi), resp in zip(flat, llm.generate(reqs) if reqs else []):
                 ok, score = parse_validation(first_text(resp.texts), cfg.validation_threshold)

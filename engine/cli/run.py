@@ -17,6 +17,7 @@ from pathlib import Path
 from engine import tracking
 from engine.config import apply_overrides, load_toml
 from engine.errors import ConfigError
+from engine.run_folder import default_folder
 from engine.tasks import RunOptions, format_plan, resolve, runner_for, with_engine_sections
 
 
@@ -50,7 +51,7 @@ def _run(args) -> int:
     if args.workers < 1:
         raise ConfigError(f"--workers must be >= 1, got {args.workers}")
     data = apply_overrides(load_toml(args.config), args.overrides)
-    out = args.out or Path("runs") / args.config.stem
+    out = args.out or default_folder(args.config)
     options = RunOptions(
         config_path=args.config, out=out, executor=args.executor, workers=args.workers,
         address=args.address, overrides=tuple(args.overrides), progress=args.progress,

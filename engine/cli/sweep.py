@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from engine import tracking
+from engine.run_folder import default_folder
 
 
 def register(subparsers) -> None:
@@ -29,7 +30,7 @@ def register(subparsers) -> None:
 def _sweep(args) -> int:
     from engine.sweep import SweepOptions, parse_axis, run_sweep
 
-    out = args.out or Path("runs") / f"{args.config.stem}-sweep"
+    out = args.out or default_folder(args.config, "-sweep")
     track = _track_args(args, out)
     store = parent = None
     if track:  # one parent for the sweep (MLflow: a run; W&B: a group), each combination's run under it

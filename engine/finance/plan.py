@@ -7,13 +7,13 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from engine.finance.config import FinanceConfig, check_executor, load_finance_config
+from engine.run_folder import run_folder
 
 KEYS = tuple(f.name for f in dataclasses.fields(FinanceConfig))
 
 
 def checkpoint_folder(options) -> Path:
-    out = options.out if options.out is not None else Path("runs") / Path(options.config_path).stem
-    return Path(out) / "checkpoint"
+    return run_folder(options) / "checkpoint"
 
 
 def plan(config: Mapping[str, Any], options) -> dict[str, Any]:

@@ -50,13 +50,14 @@ import numpy as np
 
 from engine import codec
 from engine.baselines import prompts as baseline_prompts
-from engine.baselines.common import Hit, Outcome, cosine_scores, derive_seed, first_text, observe_with, one_line, \
+from engine.baselines.common import Hit, Outcome, cosine_scores, first_text, observe_with, one_line, \
     str_array, texts_of
 from engine.baselines.store import TEXT, MemoryTable, TableView
 from engine.config import check
 from engine.flex.tfidf import tfidf_similarity
 from engine.flex.tracking import PlateauRule, tracking_report
 from engine.llm.base import LLMBackend, Request
+from engine.rounds import request_seed
 
 COLUMNS = {"problem": TEXT, "solution": TEXT, "ground_truth": TEXT, "correct": "bool", "domain": TEXT,
            "difficulty": TEXT, "techniques": TEXT, "failure_reason": TEXT, "reflection": TEXT, "source": TEXT,
@@ -370,7 +371,7 @@ class FlexReader:
                 prompt = baseline_prompts.render("flex_failure_reflection", problem=o.task, solution=solution,
                                                  ground_truth=getattr(o, "ground_truth", "") or "(not available)")
             out.append([Request(prompt=prompt, max_tokens=cfg.max_tokens, temperature=cfg.temperature,
-                                seed=derive_seed(o.seed, "flex", "reflection"), episode=o.key)])
+                                seed=request_seed(o.seed, "flex", "reflection"), episode=o.key)])
         return out
 
     def updates(self, outcomes: Sequence[Outcome], completions, mode: str) -> list[dict]:

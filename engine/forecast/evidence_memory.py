@@ -15,7 +15,7 @@ from typing import Sequence
 import numpy as np
 
 from engine import codec
-from engine.baselines.common import Hit, derive_seed, resolve_extraction, str_array
+from engine.baselines.common import Hit, resolve_extraction, str_array
 from engine.config import check
 from engine.errors import BackendError, ConfigError
 from engine.forecast.agent import MEMORY_MODES, Episode
@@ -23,6 +23,7 @@ from engine.forecast.search import SearchResult
 from engine.llm.base import Request
 from engine.memory_budget import (DEFAULT_MAX_EXPERIENCE_TOKENS, DEFAULT_TOP_K, FitStats, context_window,
                                   count_tokens_for, fit_items, load_budget)
+from engine.rounds import request_seed
 
 ROW_NAMES = {"mem0": "Mem0 (evidence)", "memrl": "MemRL (evidence)", "reme": "ReMe (evidence)",
              "flex": "FLEX (evidence)",
@@ -297,7 +298,7 @@ class EvidenceProcessor:
         if window is None or not hits:
             return list(hits)
         store = self.store(ep.qid)
-        seed = derive_seed(ep.qid, turn, "mem0-evidence")
+        seed = request_seed(ep.qid, turn, "mem0-evidence")
         limit = window - store.memory.config.max_tokens
         render = lambda hs: store.mem0_request(query, hs, ep.task.cutoff, ep.qid, seed)  # noqa: E731
         _, fitted = fit_items(list(hits), render, limit, lambda r: _request_tokens(self.llm, r), self.fit)
@@ -319,7 +320,7 @@ class EvidenceProcessor:
         digests: list[str | None] = [None] * len(kept)  # mem0: the sent prompts, checked when add replays them
         if self.kind == "mem0" and resolve_extraction(self.cfg.extraction, self.llm) == "llm":
             kept = [(ep, q, self._fit_mem0(ep, q, hs, turn)) for ep, q, hs in kept]
-            jobs = [(i, self.store(ep.qid).mem0_request(q, hs, ep.task.cutoff, ep.qid, derive_seed(ep.qid, turn, "mem0-evidence")))
+            jobs = [(i, self.store(ep.qid).mem0_request(q, hs, ep.task.cutoff, ep.qid, request_seed(ep.qid, turn, "mem0-evidence")))
                     for i, (ep, q, hs) in enumerate(kept) if hs]
             if jobs:
                 try:
@@ -339,7 +340,7 @@ class EvidenceProcessor:
             from engine.baselines.docmem import drive, run_rule
 
             mode = resolve_extraction(self.cfg.extraction, self.llm)
-            jobs = [self.store(ep.qid).doc_job(q, hs, mode, ep.qid, derive_seed(ep.qid, turn, self.kind) % (1 << 31),
+            jobs = [self.store(ep.qid).doc_job(q, hs, mode, ep.qid, request_seed(ep.qid, turn, self.kind) % (1 << 31),
                                                ep.task.cutoff)
                     for ep, q, hs in kept if hs]
             if mode == "llm":

@@ -49,10 +49,11 @@ from engine.forecast.futurex_tasks import EXAMPLE_DOCS, EXAMPLE_ITEMS, futurex_s
 from engine.forecast.round_methods import ForecastContext
 from engine.forecast.search import SearchProvider, SearchResult
 from engine.forecast.task import (NAMES, ForecastTask, answered, by_question, evolution_episodes,
-                                  question_episodes, run_folder, tag_of, usage_total, worker_path,
+                                  question_episodes, tag_of, usage_total, worker_path,
                                   worker_prompts)
 from engine.forecast.validation_metric import ValidationMetric
 from engine.rounds import Episode
+from engine.run_folder import run_folder
 from engine.runner import RunSpec, Summary, run_task
 
 TITLE = "ForeDreamer on FutureX"

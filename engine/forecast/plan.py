@@ -24,7 +24,7 @@ def _model(config: Mapping[str, Any]) -> str:
 
 def _workspace(configured: str, options) -> str:
     """Where the agent writes item folders: ``run.workspace``, else the run folder's ``workspace``."""
-    from engine.forecast.task import run_folder
+    from engine.run_folder import run_folder
 
     return configured or str(run_folder(options) / "workspace")
 
@@ -57,7 +57,7 @@ def plan_prophet_arena(config: Mapping[str, Any], options) -> dict[str, Any]:
 def _checkpoint(cfg, options) -> str | None:
     if not cfg.run.checkpoint:
         return None
-    from engine.forecast.task import run_folder
+    from engine.run_folder import run_folder
 
     return str(run_folder(options) / "checkpoint")
 

@@ -41,6 +41,7 @@ from engine.forecast.evidence_memory import ROW_NAMES
 from engine.forecast.metrics import Row, format_table, reference_rows, score
 from engine.forecast.round_methods import ForecastContext, make_method, sequential
 from engine.rounds import Episode
+from engine.run_folder import run_folder
 from engine.runner import RunSpec, Summary, run_task
 
 TITLE = "ForeDreamer on Prophet Arena"
@@ -64,11 +65,6 @@ def data_path(cfg) -> Path:
             f"Prophet Arena data: point data.path at your copy, e.g. --set data.path=../shared/data/forecast/prophet_arena"
         )
     return p
-
-
-def run_folder(options) -> Path:
-    """The run folder :func:`engine.runner.run_task` writes (``--out``, else ``runs/<config name>``)."""
-    return Path(options.out or Path("runs") / Path(options.config_path).stem)
 
 
 def worker_path(path) -> str:

@@ -28,7 +28,7 @@ import numpy as np
 
 from engine.config import check, check_seeds, from_dict
 from engine.errors import ConfigError
-from engine.game24.hooks import request_seed
+
 from engine.game24.methods import (
     BASELINE_NAMES,
     TOE_NAMES,
@@ -37,7 +37,7 @@ from engine.game24.methods import (
 )
 from engine.game24.tot import PuzzleTask, ToTConfig
 from engine.memory_budget import MemoryBudget, load_budget
-from engine.rounds import Episode
+from engine.rounds import Episode, request_seed
 from engine.templates import PromptsConfig, check_files
 
 TOP_KEYS = ("task", "title", "methods", "seeds", "protocol", "tot", "toe", "llm", "embed", "cluster", "report",

@@ -60,7 +60,6 @@ implementation.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Callable, Mapping, Protocol, Sequence
@@ -74,16 +73,6 @@ Updates = dict[str, np.ndarray]
 
 PHASE_PROPOSE = "propose"  # a frontier state, before its propose (or answer) prompt is built
 PHASE_VALUE = "value"  # a new candidate state, before its value prompt is built
-
-
-def request_seed(*parts: object) -> int:
-    """A stable non-negative 63-bit seed from any printable parts (episode seed, step, role, text).
-
-    Python's ``hash`` is salted per process; this is not, so a request gets the
-    same seed on every worker and in every batch.
-    """
-    digest = hashlib.blake2b("\x1f".join(map(str, parts)).encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "little") & 0x7FFF_FFFF_FFFF_FFFF
 
 
 @dataclass(frozen=True)

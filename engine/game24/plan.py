@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, Mapping
 
 from engine.game24.experiment import TOP_KEYS, build_stream, parse_config
+from engine.run_folder import run_folder
 
 KEYS = TOP_KEYS  # this task's top-level keys (engine.tasks adds llm, embed, cluster, title)
 
 
 def plan(config: Mapping[str, Any], options) -> dict[str, Any]:
-    from engine.game24.methods import BASELINE_NAMES, EXPERIENCE_FREE, make_method
+    from engine.game24.methods import EXPERIENCE_FREE, make_method
     from engine.llm.config import load_llm_config
 
     exp = parse_config(config)
@@ -20,7 +20,7 @@ def plan(config: Mapping[str, Any], options) -> dict[str, Any]:
     for name in exp.methods:  # the method tables, as the runner's pre-flight builds them (hashing embedder)
         make_method(name, None if name == "tot" else config.get(name), exp.tot, learn, None, exp.memory)
     per_seed = {m: (len(test) if m in EXPERIENCE_FREE else len(warm) + len(test)) for m in exp.methods}
-    out = Path(options.out or Path("runs") / Path(options.config_path).stem)
+    out = run_folder(options)
     llm = load_llm_config(config.get("llm"))
     model = llm.model
     if not model and llm.backend == "simulated":

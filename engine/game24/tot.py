@@ -88,12 +88,11 @@ from engine.game24.hooks import (
     NoExperience,
     Retrieval,
     StepQuery,
-    request_seed,
 )
 from engine.game24.trajectory import Branch, canonical_numbers
 from engine.llm.base import LLMBackend, MeteredBackend, Request, Usage, answered_by, usage_fields
 from engine.llm.structured import GAME24_ANSWER, GAME24_STEP, GAME24_STEP_LINE, GAME24_VALUE
-from engine.rounds import Episode, EpisodeResult, Snapshot
+from engine.rounds import Episode, EpisodeResult, Snapshot, request_seed
 
 _STEP_LINE = re.compile(GAME24_STEP_LINE)
 

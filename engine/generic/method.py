@@ -20,10 +20,10 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from engine.baselines.common import Attempt, Outcome, derive_seed
+from engine.baselines.common import Attempt, Outcome
 from engine.llm.base import LLMBackend, MeteredBackend, Request, usage_fields
 from engine.memory_budget import MemoryBudget, context_window, count_tokens_for, fit_items, room
-from engine.rounds import Episode, EpisodeResult
+from engine.rounds import Episode, EpisodeResult, request_seed
 
 MEMORY_METHODS = ("flex", "mem0", "memrl", "reme")
 METHODS = ("plain",) + MEMORY_METHODS
@@ -125,7 +125,7 @@ class GenericMethod:
             blocks.append((text, kept))
             fitted.append(len(kept) < len(hits))
             reqs.append(Request(prompt=prompt(p.problem, text), max_tokens=self.max_tokens,
-                                temperature=self.temperature, seed=derive_seed(e.seed, "generic", p.id),
+                                temperature=self.temperature, seed=request_seed(e.seed, "generic", p.id),
                                 episode=self.key(e)))
         resps = metered.generate(reqs)
         outcomes, verdicts = [], []

@@ -33,7 +33,8 @@ from engine.generic.checkers import CheckerConfig, make_checker
 from engine.generic.data import Problem, load_problems
 from engine.generic.method import MEMORY_METHODS, METHODS, GenericMethod, make_memory
 from engine.memory_budget import MemoryBudget, load_budget
-from engine.rounds import Episode
+from engine.rounds import Episode, request_seed
+from engine.run_folder import run_folder
 from engine.runner import RunSpec, Summary
 
 KEYS = ("methods", "seeds", "data", "checker", "protocol", "memory", "report") + MEMORY_METHODS
@@ -152,9 +153,7 @@ class GenericTask:
                              run.protocol.temperature)
 
     def episodes(self, run: GenericRun, spec: RunSpec) -> list[Episode]:
-        from engine.baselines.common import derive_seed
-
-        return [Episode(i, p, derive_seed("generic", spec.seed, p.id)) for i, p in enumerate(run.problems)]
+        return [Episode(i, p, request_seed("generic", spec.seed, p.id)) for i, p in enumerate(run.problems)]
 
     def round_size(self, run, spec) -> int:
         return run.protocol.round_size
@@ -248,7 +247,7 @@ def run(config: dict, options) -> int:
 def plan(config: Mapping[str, Any], options) -> dict[str, Any]:
     """``toe run --dry-run``: every section parsed, the problems loaded, nothing run."""
     r = GenericTask().parse(config, options)
-    out = Path(options.out or Path("runs") / Path(options.config_path).stem)
+    out = run_folder(options)
     model = r.llm_cfg.model
     if not model and r.llm_cfg.backend == "simulated":
         from engine.generic.simulated import MODEL_NAME

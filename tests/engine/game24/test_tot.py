@@ -6,10 +6,10 @@ import pytest
 
 from engine.errors import ConfigError, InputError
 from engine.game24 import prompts as P
-from engine.game24.hooks import EMPTY, NoExperience, Retrieval, request_seed
+from engine.game24.hooks import EMPTY, NoExperience, Retrieval
 from engine.game24.tot import PuzzleTask, ToTConfig, ToTMethod, as_task
 from engine.llm.base import Completion, Response
-from engine.rounds import Episode
+from engine.rounds import Episode, request_seed
 
 # What the scripted "model" says. Propose: by the state's numbers. Value: a label per state.
 PROPOSALS = {
