@@ -77,6 +77,15 @@ class PromptsConfig:
                 check(Path(v).is_file(), f"prompts.{name}: no template file at {v!r}")
 
 
+def check_executor(cfg: PromptsConfig, options) -> None:
+    """Custom templates are activated in the driver's process only, so they need the local executor (Ray
+    workers would answer with the shipped prompts)."""
+    executor = getattr(options, "executor", "local")
+    if (cfg.file or cfg.baselines) and executor != "local":
+        raise ConfigError("prompts.file / prompts.baselines: custom templates are activated in this process "
+                          f"and need the local executor, got executor {executor!r}")
+
+
 def check_files(cfg: PromptsConfig, task_set: str) -> None:
     """Check a ``[prompts]`` table's files against set ``task_set`` and the baselines set, activating nothing
     (config parsing, so ``toe run --dry-run`` refuses a bad template too)."""

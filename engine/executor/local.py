@@ -9,9 +9,8 @@ from typing import Any, Callable
 import numpy as np
 
 from engine.checkpoint import load_method_state, save_method_state, state_dir
-from engine.errors import ConfigError
 from engine.executor.loop import RoundLoop, freeze
-from engine.executor.settings import check_concurrent_runs, register_executor
+from engine.executor.settings import check_concurrent_runs, check_local, register_executor
 from engine.executor.stats import server_books, worker_stats
 from engine.executor.streams import WorkerBackends, check_streams, check_streams_setting, run_streams, stream_pool
 from engine.llm.base import MeteredBackend
@@ -113,10 +112,7 @@ def local_executor(workers: int = 1, address: str | None = None, *, checkpoint_e
     cluster_settings.pop("connect_timeout_s", None)
     probe = cluster_settings.pop("engine_probe", None)
     runs = cluster_settings.pop("concurrent_runs", 1) or 1  # 0 (every run at once) is the runner's to resolve
-    if workers != 1:
-        raise ConfigError(f"the local executor runs one worker; got --workers {workers} (use --executor ray)")
-    if address:
-        raise ConfigError("--address is a Ray cluster address; it needs --executor ray")
+    check_local(workers, address)
     return LocalExecutor(checkpoint_every=checkpoint_every, stats_path=stats_path, pipeline_rounds=pipeline_rounds,
                          streams_per_worker=streams, engine_probe=probe, concurrent_runs=runs)
 

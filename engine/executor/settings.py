@@ -107,11 +107,16 @@ def executor_settings(options, config: Mapping[str, Any] | None = None, **kwargs
         executor_factory(kind)  # raises the error that lists the executors
     settings = {**to_dict(cluster_config(options, config)), **kwargs}
     if kind == "local":
-        if workers != 1:
-            raise ConfigError(f"the local executor runs one worker; got --workers {workers} (use --executor ray)")
-        if getattr(options, "address", None):
-            raise ConfigError("--address is a Ray cluster address; it needs --executor ray")
+        check_local(workers, getattr(options, "address", None))
     return settings
+
+
+def check_local(workers: int, address: str | None) -> None:
+    """The local executor runs one worker in this process: no ``--workers N``, no ``--address``."""
+    if workers != 1:
+        raise ConfigError(f"the local executor runs one worker; got --workers {workers} (use --executor ray)")
+    if address:
+        raise ConfigError("--address is a Ray cluster address; it needs --executor ray")
 
 
 

@@ -188,8 +188,7 @@ def load_finance_config(data: Mapping[str, Any]) -> FinanceConfig:
 
 
 def check_executor(cfg: FinanceConfig, options) -> None:
-    """Custom prompt templates are activated in the driver's process only: they need the local executor."""
-    executor = getattr(options, "executor", "local")
-    if (cfg.prompts.file or cfg.prompts.baselines) and executor != "local":
-        raise ConfigError("prompts.file / prompts.baselines: custom templates are activated in this process "
-                          f"and need the local executor, got executor {executor!r}")
+    """Custom prompt templates need the local executor (:func:`engine.templates.check_executor`)."""
+    from engine.templates import check_executor as check_prompts
+
+    check_prompts(cfg.prompts, options)

@@ -207,9 +207,7 @@ def use_prompts(cfg: PromptsConfig, llm_cfg, options) -> tuple[list, str | None]
     import engine.baselines.prompts  # noqa: F401  (registers the baselines' prompts)
     import engine.game24.prompts  # noqa: F401
 
-    if (cfg.file or cfg.baselines) and getattr(options, "executor", "local") != "local":
-        raise ConfigError("prompts.file / prompts.baselines: custom templates are activated in this process "
-                          f"and need the local executor, got executor {getattr(options, 'executor', None)!r}")
+    templates.check_executor(cfg, options)
     return templates.activate_for_run([("game24", cfg.file), ("baselines", cfg.baselines)], llm_cfg)
 
 
