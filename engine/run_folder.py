@@ -35,15 +35,13 @@ def run_folder(options) -> Path:
     return Path(options.out) if options.out else default_folder(options.config_path)
 
 
-def answered_by(records: Sequence[Mapping[str, Any]], config: Mapping[str, Any]) -> tuple[str, str]:
-    """``(backend, model)`` that answered the records; several are joined with ``+``; none: the config's.
+def answered_by(records: Sequence[Mapping[str, Any]], llm_cfg) -> tuple[str, str]:
+    """``(backend, model)`` that answered the records; several are joined with ``+``; none: the run's ``[llm]``
+    (``llm_cfg``, an :class:`engine.llm.config.LLMConfig`).
 
     Methods fill ``backend`` and ``model`` in each record from ``llm.answered_by``, so a
     replay names the backend that recorded its trace, not "replay".
     """
-    from engine.llm.config import load_llm_config
-
-    llm_cfg = load_llm_config(config.get("llm"))
     seen = sorted({(str(r.get("backend") or ""), str(r.get("model") or "")) for r in records} - {("", "")})
     fallback_backend = llm_cfg.replay_backend if llm_cfg.backend == "replay" else llm_cfg.backend
     fallback_model = llm_cfg.model or llm_cfg.backend

@@ -126,14 +126,14 @@ def _reported(update: Callable[[int], Any], options, key: str, total: int) -> Ca
     return both
 
 
-def resolved_config(task: Task, exp, config: Mapping[str, Any]) -> dict[str, Any]:
+def resolved_config(task: Task, exp, config: Mapping[str, Any], llm_cfg=None) -> dict[str, Any]:
     """The config the run ran, every default filled in: the task's parsed sections (``task.resolved``) and the
     ``[llm]`` section as the engine parsed them, the rest as given (overrides applied). ``config.toml`` in the
     run folder holds it, so ``toe run OUT/config.toml`` runs the same run."""
     from engine.config import to_dict
-    from engine.llm.config import load_llm_config
+    from engine.tasks import run_llm
 
-    sections: dict[str, Any] = {"llm": load_llm_config(config.get("llm"))}
+    sections: dict[str, Any] = {"llm": llm_cfg if llm_cfg is not None else run_llm(config, None)}
     resolved = getattr(task, "resolved", None)
     if resolved is not None:
         sections.update(resolved(exp))
@@ -143,14 +143,14 @@ def resolved_config(task: Task, exp, config: Mapping[str, Any]) -> dict[str, Any
     return out
 
 
-def engine_probe(config: Mapping[str, Any]):
-    """A factory of :class:`engine.llm.engine_metrics.MetricsSampler` on ``llm.metrics_url``, or None."""
+def engine_probe(cfg):
+    """A factory of :class:`engine.llm.engine_metrics.MetricsSampler` on the run's ``llm.metrics_url`` (``cfg``, its
+    :class:`~engine.llm.config.LLMConfig`), or None."""
     import functools
 
-    from engine.llm.config import load_llm_config, metrics_endpoint
+    from engine.llm.config import metrics_endpoint
     from engine.llm.engine_metrics import MetricsSampler
 
-    cfg = load_llm_config(config.get("llm"))
     url = metrics_endpoint(cfg)
     return None if url is None else functools.partial(MetricsSampler, url, cfg.metrics_interval_s)
 
@@ -172,7 +172,7 @@ def run_task(task: Task, config: Mapping[str, Any], options) -> int:
 
     from engine.tasks import with_engine_sections
 
-    options = with_engine_sections(config, options)  # [cluster] parsed once (already, when the CLI called)
+    options = with_engine_sections(config, options)  # [cluster], [llm] parsed once (already, when the CLI called)
     exp = task.parse(config, options)
     out = run_folder(options)
     out.mkdir(parents=True, exist_ok=True)
@@ -217,13 +217,13 @@ def run_task(task: Task, config: Mapping[str, Any], options) -> int:
 
     if at_once == 1:
         for k, spec in enumerate(specs):
-            executor = make_executor(options, config, engine_probe=engine_probe(config))
+            executor = make_executor(options, config, engine_probe=engine_probe(options.llm))
             try:
                 one(k, spec, executor)
             finally:
                 executor.close()
     else:
-        parent = make_executor(options, config, engine_probe=engine_probe(config), concurrent_runs=at_once)
+        parent = make_executor(options, config, engine_probe=engine_probe(options.llm), concurrent_runs=at_once)
         try:
             run_at_once(specs, one, parent, at_once, options)
         finally:
@@ -231,8 +231,8 @@ def run_task(task: Task, config: Mapping[str, Any], options) -> int:
     records = _records(specs, done)
     summary = task.summarize(exp, records, extras)
     note = usage_notes(summary, records)
-    summary.meta.setdefault("provenance", {})["token_counter"] = token_counter(config)  # what counted tokens
-    backend, model = answered_by(records, config)
+    summary.meta.setdefault("provenance", {})["token_counter"] = token_counter(options.llm)  # what counted tokens
+    backend, model = answered_by(records, options.llm)
     failed: list[tuple[str, BaseException]] = []
     try:
         seed_rows = per_seed_rows(task, exp, specs, records, extras)
@@ -247,7 +247,7 @@ def run_task(task: Task, config: Mapping[str, Any], options) -> int:
     if note:
         tables = f"{tables.rstrip()}\n\n{note}\n" if tables else note
         print(note, file=sys.stderr)
-    failed += write_run(out, task=task.name, config=resolved_config(task, exp, config), options=options,
+    failed += write_run(out, task=task.name, config=resolved_config(task, exp, config, options.llm), options=options,
                         summary=summary, records=records,
                         tables=tables, backend=backend, model=model, wall=wall, seed_rows=seed_rows,
                         errors=[f"{what}: {type(exc).__name__}: {exc}" for what, exc in failed], started_at=started_at)
@@ -358,14 +358,14 @@ def run_at_once(specs: Sequence[RunSpec], one: Callable[..., None], parent, at_o
     return line
 
 
-def token_counter(config: Mapping[str, Any]) -> str:
-    """Who counted the run's tokens for budgets and token columns (``llm.tokenizer``, engine.llm.tokenizer)."""
-    from engine.llm.config import load_llm_config
+def token_counter(llm_cfg) -> str:
+    """Who counted the run's tokens for budgets and token columns (``llm.tokenizer`` of the run's
+    :class:`~engine.llm.config.LLMConfig`, engine.llm.tokenizer)."""
     from engine.llm.tokenizer import describe
 
     try:
-        return describe(load_llm_config(config.get("llm")))
-    except Exception:  # noqa: BLE001 - a task without an [llm] section of the engine's form
+        return describe(llm_cfg)
+    except Exception:  # noqa: BLE001 - a tokenizer that cannot say what it is: no label
         return ""
 
 

@@ -71,25 +71,39 @@ class RunOptions:
     progress: bool = True
     # called as each round finishes: (run key, episodes done in that run, its episodes), e.g. a live tracker
     on_progress: Any = field(default=None, compare=False)
-    # the config's [cluster], parsed once per run (with_engine_sections); None: not parsed yet
-    cluster: Any = None
+    # the engine's sections, parsed once per run (with_engine_sections); None: not parsed yet
+    cluster: Any = None  # [cluster]: engine.executor.ClusterConfig
+    llm: Any = None  # [llm]: engine.llm.config.LLMConfig
 
 
 def with_engine_sections(config: Mapping[str, Any], options: RunOptions) -> RunOptions:
-    """``options`` carrying the config's ``[cluster]`` parsed (once per run: the CLI parses it before
-    :func:`resolve`, the runner when called without it); the executors read it from there and never parse it
-    again."""
-    if getattr(options, "cluster", None) is not None:
+    """``options`` carrying the config's ``[cluster]`` and ``[llm]`` parsed (once per run: the CLI parses them
+    before :func:`resolve`, the runner when called without them); the executors, the task and the run folder
+    read them from there (:func:`run_llm`) and never parse them again."""
+    if getattr(options, "cluster", None) is not None and getattr(options, "llm", None) is not None:
         return options
     import dataclasses
     from types import SimpleNamespace
 
     from engine.executor import settings
+    from engine.llm import config as llm_config
 
-    cluster = settings.parse_cluster(config)
+    parsed = {"cluster": getattr(options, "cluster", None) or settings.parse_cluster(config),
+              "llm": getattr(options, "llm", None) or llm_config.load_llm_config(config.get("llm"))}
     if dataclasses.is_dataclass(options):
-        return dataclasses.replace(options, cluster=cluster)
-    return SimpleNamespace(**{**vars(options), "cluster": cluster})  # a caller's own options object
+        return dataclasses.replace(options, **parsed)
+    return SimpleNamespace(**{**vars(options), **parsed})  # a caller's own options object
+
+
+def run_llm(config: Mapping[str, Any], options) -> Any:
+    """The run's ``[llm]`` (:class:`engine.llm.config.LLMConfig`): ``options.llm`` as parsed once per run, else
+    parsed from ``config`` (a caller that did not go through :func:`with_engine_sections`)."""
+    parsed = getattr(options, "llm", None)
+    if parsed is not None:
+        return parsed
+    from engine.llm import config as llm_config
+
+    return llm_config.load_llm_config(config.get("llm"))
 
 
 def _load(task: str, part: str):
@@ -146,7 +160,6 @@ def resolve(config: Mapping[str, Any], options: RunOptions) -> dict[str, Any]:
     from engine.config import from_dict
     from engine.embed.config import EmbedConfig
     from engine.executor import executor_settings
-    from engine.llm.config import LLMConfig
 
     where = str(options.config_path)
     options = with_engine_sections(config, options)
@@ -155,7 +168,7 @@ def resolve(config: Mapping[str, Any], options: RunOptions) -> dict[str, Any]:
     title = config.get("title", "")
     if not isinstance(title, str):
         raise ConfigError(f"title must be a string, got {title!r}")
-    llm = from_dict(LLMConfig, config.get("llm"), "llm")
+    llm = options.llm
     answering = llm.served if llm.backend == "server_model" else llm  # a server model answers with its inner
     if "simulated" in (answering.backend, answering.replay_backend if answering.replay_mode == "passthrough" else None):
         from engine.llm.simulated import load_policy

@@ -114,15 +114,15 @@ def evaluation_days(market: Market, cfg: FinanceConfig) -> np.ndarray:
     return day_plan(market, cfg).evaluated
 
 
-def make_llm(llm_table, cfg: FinanceConfig, seed: int):
-    """The ``[llm]`` backend; ``simulated`` answers with this task's policy (``[simulated_finance]``), seeded by the run."""
+def make_llm(llm_cfg, cfg: FinanceConfig, seed: int):
+    """The run's ``[llm]`` backend (``llm_cfg``, an LLMConfig); ``simulated`` answers with this task's policy
+    (``[simulated_finance]``), seeded by the run."""
     from dataclasses import replace
 
     from engine.finance.simulated import FinancePolicy
-    from engine.llm.config import load_llm_config
     from engine.llm.factory import make_backend
 
-    return make_backend(replace(load_llm_config(llm_table), seed=seed), policy=FinancePolicy(cfg.simulated_finance))
+    return make_backend(replace(llm_cfg, seed=seed), policy=FinancePolicy(cfg.simulated_finance))
 
 
 @dataclass(frozen=True)
@@ -132,7 +132,7 @@ class FinanceLLMFactory:
     Compared by value, so an executor handed an equal factory keeps its workers.
     """
 
-    llm_table: object
+    llm_cfg: object  # the run's [llm] (engine.llm.config.LLMConfig), parsed once
     cfg: FinanceConfig
     seed: int
 
@@ -140,7 +140,7 @@ class FinanceLLMFactory:
         object.__setattr__(self, "seed", int(self.seed))
 
     def __call__(self):
-        return make_llm(self.llm_table, self.cfg, self.seed)
+        return make_llm(self.llm_cfg, self.cfg, self.seed)
 
 
 # methods that keep experience: they walk the pre-test span too (the paper's fairness controls: "the same

@@ -19,7 +19,7 @@ def checkpoint_folder(options) -> Path:
 def plan(config: Mapping[str, Any], options) -> dict[str, Any]:
     from engine.finance.experiment import EXPERIENCE_METHODS, build_market, day_plan
     from engine.finance.simulated import MODEL_NAME
-    from engine.llm.config import load_llm_config
+    from engine.tasks import run_llm
 
     cfg = load_finance_config(config)
     check_executor(cfg, options)
@@ -27,7 +27,7 @@ def plan(config: Mapping[str, Any], options) -> dict[str, Any]:
     dp = day_plan(market, cfg)  # the synthetic generator is cheap; files are read and checked
     days = dp.evaluated
     n_exp = sum(m in EXPERIENCE_METHODS for m in cfg.methods)
-    llm = load_llm_config(config.get("llm"))
+    llm = run_llm(config, options)
     return {
         "methods": list(cfg.methods), "seeds": list(cfg.seeds),
         "episodes": {"data": cfg.data.source, "trading days": int(days.size),

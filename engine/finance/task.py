@@ -62,11 +62,11 @@ class FinanceTask:
         from engine.finance import prompts as _prompts  # noqa: F401  (registers the finance prompts)
         from engine.finance.config import check_executor, load_finance_config
         from engine.finance.experiment import build_market, day_plan
-        from engine.llm.config import load_llm_config
+        from engine.tasks import run_llm
 
         cfg = load_finance_config(config)
         check_executor(cfg, options)
-        llm_cfg = load_llm_config(config.get("llm"))
+        llm_cfg = run_llm(config, options)
         sets, warning = templates.activate_for_run(
             [("finance", cfg.prompts.file), ("baselines", cfg.prompts.baselines)], llm_cfg)
         market = build_market(cfg)
@@ -99,7 +99,7 @@ class FinanceTask:
     def llm_factory(self, run: FinanceRun, spec: RunSpec):
         from engine.finance.experiment import FinanceLLMFactory
 
-        return FinanceLLMFactory(run.config.get("llm"), run.cfg, spec.seed)
+        return FinanceLLMFactory(run.llm_cfg, run.cfg, spec.seed)
 
     def checkpoint(self, run: FinanceRun) -> bool:
         return run.cfg.protocol.checkpoint
@@ -123,7 +123,7 @@ class FinanceTask:
 
         cfg, market, plan = run.cfg, run.market, run.plan
         days = plan.evaluated
-        backend, model = answered_by(records, run.config)
+        backend, model = answered_by(records, run.llm_cfg)
         simulated = backend == "simulated"
         labels = {
             "data": "synthetic" if cfg.data.source == "synthetic" else "files",

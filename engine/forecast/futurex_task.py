@@ -188,6 +188,7 @@ class FutureXRun:
     t0: float
     sandbox: dict | None = None
     ctx: ForecastContext | None = None
+    llm_cfg: Any = None  # the run's [llm] (LLMConfig), parsed once
 
 
 class FutureXTask(ForecastTask):
@@ -196,11 +197,12 @@ class FutureXTask(ForecastTask):
     def parse(self, config, options) -> FutureXRun:
         from engine.embed import embedder_from_table
         from engine.forecast.run_support import use_prompts
-        from engine.llm.config import load_llm_config
+        from engine.tasks import run_llm
 
         t0 = time.perf_counter()
         cfg = load_futurex_config(config)
-        prompts_entry, prompts_warning = use_prompts(cfg.prompts, config)
+        llm_cfg = run_llm(config, options)
+        prompts_entry, prompts_warning = use_prompts(cfg.prompts, llm_cfg)
         mb_cfg = (load_memory_baselines_config(config)
                   if ("memory_baselines" in config or any(m in MEMORY_MODES for m in cfg.run.methods)) else None)
         items_path = _resolve(cfg.data.path, "data.path", EXAMPLE_ITEMS)
@@ -211,7 +213,7 @@ class FutureXTask(ForecastTask):
             raise AssertionError("the FutureX split put an item in both the pool and the evaluation")
         evaluated = ev[: cfg.run.max_questions] if cfg.run.max_questions else ev
         exp = FutureXRun(dict(config), cfg, items_path, docs_path, tasks, evo, ev, evaluated, prompts_entry,
-                         prompts_warning, load_llm_config(config.get("llm")).seed, run_folder(options), t0)
+                         prompts_warning, llm_cfg.seed, run_folder(options), t0, llm_cfg=llm_cfg)
         if set(TOOL_MODES) & set(cfg.run.methods):  # MemTools run: the sandbox must work before any LLM call
             from engine.forecast.sandbox import preflight
 
@@ -305,9 +307,8 @@ class FutureXTask(ForecastTask):
         who, simulated = answered(records)
         if who is None:  # no model answered: the backend the config names
             from engine.forecast.simulated import MODEL_NAME
-            from engine.llm.config import load_llm_config
 
-            llm = load_llm_config(exp.config.get("llm"))
+            llm = exp.llm_cfg
             simulated = llm.backend == "simulated"
             who = (llm.backend, MODEL_NAME if simulated else (llm.model or llm.backend))
         example = cfg.data.path == EXAMPLE

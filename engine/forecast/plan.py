@@ -14,11 +14,11 @@ PROPHET_ARENA_KEYS = ("data", "run", "agent", "subagent", "sandbox", "evolution"
 FUTUREX_KEYS = PROPHET_ARENA_KEYS
 
 
-def _model(config: Mapping[str, Any]) -> str:
+def _model(config: Mapping[str, Any], options) -> str:
     from engine.forecast.simulated import MODEL_NAME
-    from engine.llm.config import load_llm_config
+    from engine.tasks import run_llm
 
-    llm = load_llm_config(config.get("llm"))
+    llm = run_llm(config, options)
     return MODEL_NAME if llm.backend == "simulated" else llm.model
 
 
@@ -46,11 +46,11 @@ def plan_prophet_arena(config: Mapping[str, Any], options) -> dict[str, Any]:
     splits = category_splits(questions, cfg.data.n_evo, cfg.data.split_seed, evo_ids)
     n_eval = sum(min(len(s.eval), cfg.run.max_questions) if cfg.run.max_questions else len(s.eval) for s in splits)
     return {
-        "methods": list(cfg.run.methods), "seeds": [load_llm_seed(config)],
+        "methods": list(cfg.run.methods), "seeds": [load_llm_seed(config, options)],
         "episodes": {"questions loaded": len(questions), "categories": len(splits),
                      "held-out questions per method": n_eval, "evolve": cfg.run.evolve,
                      "workspace": _workspace(cfg.run.workspace, options)},
-        "model": _model(config), "checkpoint": _checkpoint(cfg, options),
+        "model": _model(config, options), "checkpoint": _checkpoint(cfg, options),
     }
 
 
@@ -75,16 +75,16 @@ def plan_futurex(config: Mapping[str, Any], options) -> dict[str, Any]:
     evo, ev = futurex_split(tasks, cfg.data.n_evo, cfg.data.split_seed)
     n_eval = min(len(ev), cfg.run.max_questions) if cfg.run.max_questions else len(ev)
     return {
-        "methods": list(cfg.run.methods), "seeds": [load_llm_seed(config)],
+        "methods": list(cfg.run.methods), "seeds": [load_llm_seed(config, options)],
         "episodes": {"items": len(tasks) if cfg.data.path != EXAMPLE else f"{len(tasks)} (fictional example)",
                      "evolution pool": len(evo), "evaluation items per method": n_eval, "evolve": cfg.run.evolve,
                      "workspace": _workspace(cfg.run.workspace, options)},
-        "model": _model(config), "checkpoint": _checkpoint(cfg, options),
+        "model": _model(config, options), "checkpoint": _checkpoint(cfg, options),
     }
 
 
-def load_llm_seed(config: Mapping[str, Any]) -> int:
+def load_llm_seed(config: Mapping[str, Any], options) -> int:
     """The forecast runners run once, with ``llm.seed``."""
-    from engine.llm.config import load_llm_config
+    from engine.tasks import run_llm
 
-    return load_llm_config(config.get("llm")).seed
+    return run_llm(config, options).seed

@@ -6,15 +6,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.llm.base import MeteredBackend
-from engine.llm.config import load_llm_config
 
 
-def make_llm(config: dict):
-    """``(metered backend, simulated?)`` from the config's ``[llm]`` table (simulated = the forecasting harness)."""
+def make_llm(llm_cfg):
+    """``(metered backend, simulated?)`` from the run's ``[llm]`` (an LLMConfig; simulated = the forecasting
+    harness)."""
     from engine.llm.factory import make_backend
     from engine.tasks import policy_of
 
-    llm = MeteredBackend(make_backend(load_llm_config(config.get("llm")), policy=policy_of("forecast")))
+    llm = MeteredBackend(make_backend(llm_cfg, policy=policy_of("forecast")))
     return llm, llm.answered_by[0] == "simulated"  # a replay of a simulated trace is simulated
 
 
@@ -22,13 +22,13 @@ def make_llm(config: dict):
 class ForecastLLM:
     """The picklable LLM factory of a forecast run: called once per worker (in the worker's process on Ray)."""
 
-    llm: Any = None  # the config's [llm] table
+    llm: Any = None  # the run's [llm] (engine.llm.config.LLMConfig), parsed once
 
     def __call__(self):
-        return make_llm({"llm": self.llm})[0]
+        return make_llm(self.llm)[0]
 
 
-def use_prompts(prompts_cfg, config: dict) -> tuple[dict, str | None]:
+def use_prompts(prompts_cfg, llm_cfg) -> tuple[dict, str | None]:
     """Check and activate the run's prompt templates (``[prompts]``); ``(summary entry, warning or None)``.
 
     The warning says that custom templates meet the simulated forecasting policy, which reads the
@@ -39,7 +39,7 @@ def use_prompts(prompts_cfg, config: dict) -> tuple[dict, str | None]:
     from engine import templates
 
     sets, warning = templates.activate_for_run(
-        [("forecast", prompts_cfg.file), ("baselines", prompts_cfg.baselines)], load_llm_config(config.get("llm")))
+        [("forecast", prompts_cfg.file), ("baselines", prompts_cfg.baselines)], llm_cfg)
     return templates.summary_entry(sets), warning
 
 

@@ -139,6 +139,7 @@ class ProphetArenaRun:
     sandbox: dict | None = None
     ctx: ForecastContext | None = None
     items: dict = field(default_factory=dict)
+    llm_cfg: Any = None  # the run's [llm] (LLMConfig), parsed once
 
 
 class ForecastTask:
@@ -163,7 +164,7 @@ class ForecastTask:
     def llm_factory(self, exp, run: RunSpec):
         from engine.forecast.run_support import ForecastLLM
 
-        return ForecastLLM(exp.config.get("llm"))
+        return ForecastLLM(exp.llm_cfg)
 
     def checkpoint(self, exp) -> bool:
         return exp.cfg.run.checkpoint
@@ -179,11 +180,12 @@ class ProphetArenaTask(ForecastTask):
         from engine.forecast.config import load_forecast_config
         from engine.forecast.data import category_splits, load_prophet_arena, train_ids_from_files
         from engine.forecast.run_support import use_prompts
-        from engine.llm.config import load_llm_config
+        from engine.tasks import run_llm
 
         t0 = time.perf_counter()
         cfg = load_forecast_config(config)
-        prompts_entry, prompts_warning = use_prompts(cfg.prompts, config)
+        llm_cfg = run_llm(config, options)
+        prompts_entry, prompts_warning = use_prompts(cfg.prompts, llm_cfg)
         path = data_path(cfg)
         all_questions = load_prophet_arena(path)
         questions = load_prophet_arena(path, cfg.data.categories) if cfg.data.categories else all_questions
@@ -193,8 +195,8 @@ class ProphetArenaTask(ForecastTask):
                                          else list(s.eval)) for s in splits}
         evaluated = [q for s in splits for q in eval_by_category[s.category]]
         exp = ProphetArenaRun(dict(config), cfg, path, all_questions, splits, evaluated, eval_by_category,
-                              prompts_entry, prompts_warning, load_llm_config(config.get("llm")).seed,
-                              run_folder(options), t0)
+                              prompts_entry, prompts_warning, llm_cfg.seed, run_folder(options), t0,
+                              llm_cfg=llm_cfg)
         if evaluated:
             exp.ctx = self._context(exp, questions)
             if any(m not in ROW_NAMES for m in cfg.run.methods):  # MemTools run: the sandbox must work first

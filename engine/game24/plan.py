@@ -12,7 +12,7 @@ KEYS = TOP_KEYS  # this task's top-level keys (engine.tasks adds llm, embed, clu
 
 def plan(config: Mapping[str, Any], options) -> dict[str, Any]:
     from engine.game24.methods import EXPERIENCE_FREE, make_method
-    from engine.llm.config import load_llm_config
+    from engine.tasks import run_llm
 
     exp = parse_config(config)
     warm, test = build_stream(exp.protocol)
@@ -21,7 +21,7 @@ def plan(config: Mapping[str, Any], options) -> dict[str, Any]:
         make_method(name, None if name == "tot" else config.get(name), exp.tot, learn, None, exp.memory)
     per_seed = {m: (len(test) if m in EXPERIENCE_FREE else len(warm) + len(test)) for m in exp.methods}
     out = run_folder(options)
-    llm = load_llm_config(config.get("llm"))
+    llm = run_llm(config, options)
     model = llm.model
     if not model and llm.backend == "simulated":
         from engine.game24.simulated_policy import MODEL_NAME

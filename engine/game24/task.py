@@ -45,10 +45,10 @@ class Game24Task:
                 "tot": exp.tot, "report": exp.report, "prompts": exp.prompts, "memory": exp.memory}
 
     def parse(self, config, options) -> Game24Run:
-        from engine.llm.config import load_llm_config
+        from engine.tasks import run_llm
 
         exp = parse_config(config)
-        llm_cfg = load_llm_config(config)
+        llm_cfg = run_llm(config, options)
         prompt_sets, warning = use_prompts(exp.prompts, llm_cfg, options)
         embedder = None
         if any(m in BASELINE_NAMES for m in exp.methods):
@@ -87,7 +87,7 @@ class Game24Task:
         from engine.run_folder import answered_by
 
         exp = run.exp
-        backend, model = answered_by(records, run.config)
+        backend, model = answered_by(records, run.llm_cfg)
         rows = metrics.summarize(records, "test", exp.methods)
         labels = row_labels(exp, run.config)
         for row in rows:

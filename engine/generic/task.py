@@ -94,8 +94,9 @@ class GenericRun:
     title: str
 
 
-def parse(config: Mapping[str, Any]) -> GenericRun:
-    from engine.llm.config import load_llm_config
+def parse(config: Mapping[str, Any], llm_cfg=None) -> GenericRun:
+    """The generic task's config; ``llm_cfg``: the run's ``[llm]`` as parsed once (else parsed here)."""
+    from engine.tasks import run_llm
 
     unknown = sorted(set(config) - set(KEYS) - {"task", "title", "llm", "embed", "cluster"})
     if unknown:
@@ -116,7 +117,8 @@ def parse(config: Mapping[str, Any]) -> GenericRun:
     return GenericRun(tuple(methods), tuple(seeds), data, from_dict(CheckerConfig, config.get("checker"), "checker"),
                       from_dict(ProtocolConfig, config.get("protocol"), "protocol"), load_budget(config),
                       from_dict(ReportConfig, config.get("report"), "report"),
-                      {m: dict(config.get(m) or {}) for m in MEMORY_METHODS}, problems, load_llm_config(config),
+                      {m: dict(config.get(m) or {}) for m in MEMORY_METHODS}, problems,
+                      llm_cfg if llm_cfg is not None else run_llm(config, None),
                       config.get("embed"), title)
 
 
@@ -135,7 +137,9 @@ class GenericTask:
                 "checker": run.checker, "protocol": run.protocol, "memory": run.memory, "report": run.report}
 
     def parse(self, config, options) -> GenericRun:
-        run = parse(config)
+        from engine.tasks import run_llm
+
+        run = parse(config, run_llm(config, options))
         for m in run.methods:  # a bad memory table fails before any run
             self.make_method(run, RunSpec(m, run.seeds[0]))
         return run
@@ -178,7 +182,7 @@ class GenericTask:
     def summarize(self, run: GenericRun, records, extras) -> Summary:
         from engine.run_folder import answered_by
 
-        backend, model = answered_by(records, {"llm": to_dict(run.llm_cfg)})
+        backend, model = answered_by(records, run.llm_cfg)
         rows = []
         for m in run.methods:
             per_seed = []

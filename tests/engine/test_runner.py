@@ -183,9 +183,10 @@ def test_finished_runs_records_are_on_disk_before_a_later_run_fails(tmp_path):
 
 
 def test_what_answered_is_read_from_the_records():
+    from engine.llm.config import LLMConfig
     from engine.run_folder import answered_by
 
-    replay = {"llm": {"backend": "replay", "replay_path": "t.jsonl", "replay_backend": "local"}}
+    replay = LLMConfig(backend="replay", replay_path="t.jsonl", replay_backend="local")
     assert answered_by([{"backend": "simulated", "model": "sim-v1"}], replay) == ("simulated", "sim-v1")
     assert answered_by([{"backend": "local", "model": "m"}, {"backend": "simulated", "model": "s"}],
                        replay) == ("local+simulated", "m+s")

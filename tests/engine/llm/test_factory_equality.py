@@ -37,5 +37,5 @@ def test_finance_and_forecast_factories_are_equal_for_equal_settings():
     from engine.forecast.run_support import ForecastLLM
 
     cfg = FinanceConfig()
-    _equal_and_distinct(FinanceLLMFactory, ({"backend": "simulated"}, cfg, 0), ({"backend": "simulated"}, cfg, 1))
-    _equal_and_distinct(ForecastLLM, ({"backend": "simulated"},), ({"backend": "simulated", "seed": 3},))
+    _equal_and_distinct(FinanceLLMFactory, (LLMConfig(), cfg, 0), (LLMConfig(), cfg, 1))
+    _equal_and_distinct(ForecastLLM, (LLMConfig(),), (LLMConfig(seed=3),))
