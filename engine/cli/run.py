@@ -56,7 +56,7 @@ def _run(args) -> int:
         config_path=args.config, out=out, executor=args.executor, workers=args.workers,
         address=args.address, overrides=tuple(args.overrides), progress=args.progress,
     )
-    options = with_engine_sections(data, options)  # [cluster] parsed here, once for the whole run
+    options = with_engine_sections(data, options)  # [cluster] and [llm] parsed here, once for the whole run
     plan = resolve(data, options)
     marker = finished_run(out)
     resumes = plan.get("checkpoint") is not None and Path(plan["checkpoint"]).is_dir()
