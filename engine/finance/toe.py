@@ -829,6 +829,7 @@ class PipeToE(FinanceMethod):
                         if m != lead:
                             self._merge_factor_nodes(i, fnodes[lead], fnodes[m])
                             n_factor += 1
+            eid_of = st.node_column("eid")  # again: a factor merge above adds nodes (a longer column)
             for f in self._children(inode):
                 eids = np.array([int(eid_of[c]) for c in self._children(f)], np.int64)
                 eids = eids[eids >= 0]
