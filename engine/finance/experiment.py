@@ -145,7 +145,7 @@ class FinanceLLMFactory:
 
 # methods that keep experience: they walk the pre-test span too (the paper's fairness controls: "the same
 # pre-test historical tasks for experience initialization"); the others start at the evaluation
-EXPERIENCE_METHODS = ("Pipe+Mem0", "Pipe+MemRL", "Pipe+ToE", "Pipe+ToE (LLM update)")
+EXPERIENCE_METHODS = ("Pipe+Mem0", "Pipe+MemRL", "Pipe+ToE", "Pipe+ToE (LLM update)", "Pipe+ToE (no retrieval)")
 
 
 def build_method(name: str, ctx, days, cfg: FinanceConfig, n_channels: int, n_pretest: int = 0):
@@ -166,4 +166,6 @@ def build_method(name: str, ctx, days, cfg: FinanceConfig, n_channels: int, n_pr
         return PipeToE(ctx, days, cfg.toe, "formula", n_channels, n_pretest)
     if name == "Pipe+ToE (LLM update)":
         return PipeToE(ctx, days, cfg.toe, "llm", n_channels, n_pretest)
+    if name == "Pipe+ToE (no retrieval)":  # the ablation: the leaf level keeps nothing, the proposer alone reuses
+        return PipeToE(ctx, days, cfg.toe, "formula", n_channels, n_pretest, retrieval=False)
     raise ConfigError(f"unknown method {name!r}")

@@ -40,7 +40,10 @@ from engine.store import FeedbackLedger
 # per-episode counters every finance record carries (summed into summary.json's usage)
 STAT_KEYS = ("prompts_sentiment", "prompts_route", "prompts_rerank", "prompts_merge", "prompts_update",
              "prompts_predict", "parse_failures", "proposals", "merges", "memories_shown", "outcomes",
-             "experience_tokens", "experience_fitted")  # experience block tokens over the predict prompts; blocks cut
+             "experience_tokens", "experience_fitted",  # experience block tokens over the predict prompts; blocks cut
+             # Pipe+ToE's retrieval (engine.finance.retrieval): (news, industry) items, those with >= 1 leaf
+             # candidate, candidates; used experiences (one delayed update per horizon each) by where they came from
+             "items", "retrieved_items", "candidates", "updates_retrieved", "updates_proposed")
 
 
 class StreamContext:

@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 
 from engine.finance.metrics import rolling_ts_ic
+from engine.finance.retrieval import format_retrieval
 from engine.store.plot import plot_tree  # noqa: F401  (the tree.png of a run)
 
 
@@ -42,14 +43,22 @@ def markdown_tables(rows: list[dict], meta: dict) -> str:
     seeds = recs[0]["seeds"] if recs else []
     lines = [f"### tsIC ({label}; backend {backend}; mean of {len(seeds)} seeds)", ""]
     head = (["Method"] + [f"{h}d {p}" for h in hs for p in ("Exploitation", "Overall")]
-            + ["Exp. tokens / prompt", "Unusable answers"])
+            + ["Exp. tokens / prompt", "Unusable answers"] + list(RETRIEVAL_HEAD))
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    usage = meta.get("usage") or {}
     for m in methods:
         row = [m + tag] + [_fmt(get[(m, h, p)]["tsIC"]) for h in hs for p in ("Exploitation", "Overall")]
         r0 = get[(m, hs[0], "Exploitation")]  # per method: mean experience tokens per prediction prompt
         row.append(f"{r0['experience_tokens']:.1f}" if "experience_tokens" in r0 else "-")
         row.append(unusable_answers(meta, m))
+        row += format_retrieval(usage.get(m))
         lines.append("| " + " | ".join(row) + " |")
+    lines += ["", RETRIEVAL_NOTE.format(lam=(meta.get("config") or {}).get("toe", {}).get("lam", "lam"),
+                                        embedder=meta.get("embedder", "?"))]
+    cos = meta.get("retrieval_cosines")
+    if cos:
+        lines += ["", f"### Cosine of a news item with its own channel's direction vs the other channels' ({label})", "",
+                  *cosine_table(cos)]
     lines += ["", f"### csIC ({label})", ""]
     head = ["Method"] + [f"{h}d {p}" for h in hs for p in ("Exploitation", "Overall")]
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -82,6 +91,24 @@ def markdown_tables(rows: list[dict], meta: dict) -> str:
                 cells = [_fmt(v["spearman"].get(str(h))) for h in hs]
                 lines.append(f"| {m}{tag} | {s} | {v['n_experiences']} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+RETRIEVAL_HEAD = ("Retrieval rate", "Candidates / item", "Updates from retrieval / proposer")
+RETRIEVAL_NOTE = ("<sub>Retrieval rate: share of the (news, industry) items with at least one candidate at the leaf "
+                  "level (cosine >= {lam} under {embedder}); candidates per item; share of the used experiences "
+                  "(each one delayed update per horizon, eq. (7)) that the reranker selected among retrieved "
+                  "candidates vs that the proposer wrote. Pre-test span included; - : not a ToE method.</sub>")
+
+
+def cosine_table(cos: dict) -> list[str]:
+    """``meta.retrieval_cosines`` (engine.finance.retrieval.channel_cosines) as a markdown table."""
+    lam = cos["lam"]
+    lines = [f"| Direction | Pairs | Median | p5 | p95 | Max | Share >= lam = {lam:g} |", "|---|---|---|---|---|---|---|"]
+    for key, name in (("own", "own channel"), ("other", "other channels")):
+        d = cos[key]
+        lines.append(f"| {name} ({cos['embedder']}) | {d['n']} | {d['median']:.3f} | {d['p5']:.3f} | {d['p95']:.3f} "
+                     f"| {d['max']:.3f} | {100 * d['share_at_or_above_lam']:.1f}% |")
+    return lines
 
 
 def _pct(x) -> str:

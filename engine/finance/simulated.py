@@ -25,10 +25,10 @@ formats. Its behaviour is an explicit model:
 * **ROUTE**: the channel's factor (``p_misroute``: a random known factor).
 * **RERANK**: selects the candidates whose direction restates the news's
   channel (``p_miss``: none; ``p_spurious``: one unrelated extra); when none is
-  selected it proposes the channel's direction, with one of a few qualifiers
-  (near-duplicates for the merger).
+  selected it proposes the channel's direction as the industry's analyst writes it
+  (``"<industry>: <direction>"``), with one of a few qualifiers (near-duplicates for the merger).
 * **MERGE**: merge when both directions restate the same channel (``p_merge_error``: the other answer);
-  the merged text is that channel's direction without a qualifier.
+  the merged text is that channel's direction (industry label, no qualifier).
 * **MERGE FACTOR**: merge when one factor name is a prefix of the other (``p_merge_error``: the other answer).
 * **UPDATE** (LLM-based updater, eq. (10)): ``q + step * sign(r_env) + bias + N(0, update_noise)``,
   i.e. it sees the sign of the feedback but not its size, with an optimistic bias.
@@ -48,7 +48,7 @@ import re
 from dataclasses import dataclass
 
 from engine.config import check
-from engine.finance.channels import CHANNELS, DIRECTION_VARIANTS, match_direction, match_phrase
+from engine.finance.channels import CHANNELS, DIRECTION_VARIANTS, direction_text, match_direction, match_phrase
 from engine.llm.base import Request
 from engine.llm.simulated import SimulatedBackend, SimulatedPolicy
 from engine.llm.tokens import count_prompt_tokens
@@ -167,7 +167,8 @@ class FinancePolicy(SimulatedPolicy):
             sel.append(others[rng.randrange(len(others))])
         new = None
         if not sel:
-            new = CHANNELS[ch].direction + DIRECTION_VARIANTS[rng.randrange(len(DIRECTION_VARIANTS))]
+            industry = self._field(lines, "Reasoning path so far:").split(" > ")[0].strip()
+            new = direction_text(CHANNELS[ch], industry) + DIRECTION_VARIANTS[rng.randrange(len(DIRECTION_VARIANTS))]
         return json.dumps({"selected": sel, "new_direction": new})
 
     def _merge(self, lines, rng):
@@ -178,7 +179,8 @@ class FinancePolicy(SimulatedPolicy):
         if rng.random() < self.params.p_merge_error:
             same = not same
         # the merged text: the shared channel's direction without a qualifier, else the existing text
-        text = CHANNELS[ca].direction if same and ca is not None and ca == cb else a
+        industry = self._field(lines, "Path:").split(" > ")[0].strip()
+        text = direction_text(CHANNELS[ca], industry) if same and ca is not None and ca == cb else a
         return json.dumps({"merge": same, "text": text})
 
     def _merge_factor(self, lines, rng):

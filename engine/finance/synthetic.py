@@ -25,27 +25,9 @@ from engine.config import check
 from engine.finance.channels import CHANNELS, CHANNEL_INDEX, industry_names
 from engine.finance.data import DEFAULT_HORIZONS, Market, NewsTable
 
-_TITLES = (
-    "{Industry} firms {phrase}",
-    "Leading {industry} companies {phrase}",
-    "{company} and peers {phrase}",
-    "Report: {industry} majors {phrase}",
-)
-_LEADS = (
-    "{company}, a major {industry} player, and several rivals {phrase}, according to {source}.",
-    "Several {industry} groups including {company} {phrase}, {source} reported on {weekday}.",
-    "Sources cited by {source} say that {industry} producers led by {company} {phrase}.",
-)
-_FILLERS = (
-    "Market participants are still assessing what it means for the sector.",
-    "Trading volumes in related shares were above average during the session.",
-    "The announcement comes amid a busy week of corporate disclosures.",
-    "Industry associations declined to comment on the longer-term outlook.",
-    "Details on timing and scale are expected in the coming weeks.",
-)
-_SOURCES = ("Caixin", "Securities Times", "a regional daily", "the exchange filing", "Reuters", "a broker note")
-_WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday")
-_COMPANIES = ("Huaxin", "Tianrun", "Jinsheng", "Donghai", "Kailong", "Mingda", "Xinyuan", "Baoli", "Hengtai", "Ruifeng")
+# A news item: the event (the channel's phrase) in the title, an analyst's two-sentence comment (two of
+# the channel's notes) as its content; engine.finance.channels says why the texts are this focused.
+_TITLES = ("{Industry} firms {phrase}", "{Industry} companies {phrase}")
 
 
 @dataclass(frozen=True)
@@ -111,7 +93,7 @@ def generate_market(cfg: SyntheticConfig, horizons=DEFAULT_HORIZONS) -> Market:
                 end = min(total, t + 1 + ch.duration)
                 for i in targets:
                     excess[i, t + 1:end] += ch.true_sign * pol * size / ch.duration
-            title, content = _render(rng, ch, pol, industries[first])
+            title, content = _render(rng, ch, pol, [industries[i] for i in targets])
             ids.append(f"n{len(ids):06d}")
             titles.append(title)
             contents.append(content)
@@ -155,19 +137,11 @@ def eval_days(market: Market) -> np.ndarray:
     return np.arange(first, max(first, last), dtype=np.int64)
 
 
-def _render(rng, ch, pol: int, industry: str) -> tuple[str, str]:
+def _render(rng, ch, pol: int, industries: list[str]) -> tuple[str, str]:
+    """Title and content of a news item about ``industries`` (every industry it concerns is named)."""
     phrases = ch.up if pol > 0 else ch.down
-    fill = {
-        "phrase": phrases[int(rng.integers(len(phrases)))],
-        "industry": industry.lower(),
-        "Industry": industry,
-        "company": _COMPANIES[int(rng.integers(len(_COMPANIES)))],
-        "source": _SOURCES[int(rng.integers(len(_SOURCES)))],
-        "weekday": _WEEKDAYS[int(rng.integers(len(_WEEKDAYS)))],
-    }
-    title = _TITLES[int(rng.integers(len(_TITLES)))].format(**fill)
-    title = title[0].upper() + title[1:]
-    lead = _LEADS[int(rng.integers(len(_LEADS)))].format(**fill)
-    fillers = rng.choice(len(_FILLERS), size=2, replace=False)
-    content = " ".join([lead] + [_FILLERS[int(k)] for k in fillers])
-    return title, content
+    phrase = phrases[int(rng.integers(len(phrases)))]
+    named = " and ".join([industries[0]] + [x.lower() for x in industries[1:]])
+    title = _TITLES[int(rng.integers(len(_TITLES)))].format(Industry=named, phrase=phrase)
+    notes = rng.choice(len(ch.notes), size=2, replace=False)
+    return title, " ".join(ch.notes[int(k)] for k in notes)

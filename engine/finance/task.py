@@ -22,7 +22,7 @@ from engine.finance.config import FinanceConfig
 from engine.finance.methods import STAT_KEYS, StreamContext, stream_episodes
 from engine.runner import RunSpec, Summary
 
-TOE_TAGS = {"Pipe+ToE": "formula", "Pipe+ToE (LLM update)": "llm"}
+TOE_TAGS = {"Pipe+ToE": "formula", "Pipe+ToE (LLM update)": "llm", "Pipe+ToE (no retrieval)": "noretrieval"}
 
 
 @dataclass
@@ -39,6 +39,16 @@ class FinanceRun:
     n_channels: int
     prompt_sets: list
     prompts_warning: str | None
+
+
+def retrieval_cosines(run: FinanceRun) -> dict | None:
+    """Own- vs other-channel cosines of every retained (news, industry) item of the walked days under the
+    run's embedder (engine.finance.retrieval.channel_cosines; synthetic data only)."""
+    from engine.finance.retrieval import channel_cosines
+
+    ctx = StreamContext(run.market, run.cfg.protocol, run.cfg.sampling, 0, run.embedder)
+    pairs = {(k, i) for d in run.days.tolist() for i in range(run.market.n_industries) for k in ctx.retained(i, d)}
+    return channel_cosines(run.market, pairs, ctx.news_text, run.embedder, run.cfg.toe.lam)
 
 
 def tree_dir(spec: RunSpec) -> str:
@@ -185,6 +195,8 @@ class FinanceTask:
             "news_pairs_dropped": news_pairs_dropped(market, cfg.protocol, plan.days),
             "horizons": list(market.horizons), "seeds": list(cfg.seeds), "reliability_truth": truth,
             "trees": trees, "toe_init": inits, "usage": usage, "prompts": templates.summary_entry(run.prompt_sets),
+            "embedder": getattr(run.embedder, "name", type(run.embedder).__name__),
+            "retrieval_cosines": (retrieval_cosines(run) if any(m in TOE_TAGS for m in cfg.methods) else None),
             **({"prompts_warning": run.prompts_warning} if run.prompts_warning else {}),
             "config": to_dict(cfg),
         }

@@ -244,14 +244,17 @@ class PipeToE(FinanceMethod):
     name = "Pipe+ToE"
 
     def __init__(self, ctx: StreamContext, days: Sequence[int], cfg: ToEConfig, update: str = "formula",
-                 n_channels: int = 0, n_pretest: int = 0):
+                 n_channels: int = 0, n_pretest: int = 0, retrieval: bool = True):
         super().__init__(ctx, days)
         if update not in ("formula", "llm"):
             raise ValueError(f"update must be 'formula' or 'llm', got {update!r}")
         self.cfg = cfg
         self.update = update
+        self.retrieval = bool(retrieval)  # False: the ablation without retrieval (the proposer alone reuses)
         if update == "llm":
             self.name = "Pipe+ToE (LLM update)"
+        elif not self.retrieval:
+            self.name = "Pipe+ToE (no retrieval)"
         self.store = ExperienceStore(horizons=ctx.horizons, depth=3, q0=cfg.q0, eta=cfg.eta, q_min=cfg.q_min,
                                      q_max=cfg.q_max, capacity=256)
         n = ctx.market.n_industries
@@ -465,14 +468,19 @@ class PipeToE(FinanceMethod):
                 fnode = int(route[k, i])
                 factor = view.node_text(fnode)
                 fkey = int(view._nodes["key"][fnode])
-            cands = self._candidates(view, fnode, news_vecs[jj]) if fnode >= 0 else np.zeros(0, np.int64)
+            cands = (self._candidates(view, fnode, news_vecs[jj]) if fnode >= 0 and self.retrieval
+                     else np.zeros(0, np.int64))
             ids = cands.tolist()
+            stats[i]["items"] += 1
+            stats[i]["retrieved_items"] += bool(ids)
+            stats[i]["candidates"] += len(ids)
             recall[i].extend(ids)
             listed = list(zip(ids, view.leaf_texts(cands)))
             reqs.append(ctx.request(P.rerank_prompt(name, factor, nw.title[k], nw.content[k], listed),
                                     f"{self.name}:rerank:{day}:{k}", S.finance_rerank(ids)))
             meta.append((k, i, fnode, fkey, ids))
         selected: list[list[int]] = []
+        proposed: list[bool] = []  # per item: its selection is the proposer's (else the reranker's, from retrieval)
         created: dict[int, list[int]] = defaultdict(list)
         proposal_recall: dict[int, list[int]] = defaultdict(list)
         for (k, i, fnode, fkey, ids), texts in zip(meta, self._generate(llm, reqs, "rerank",
@@ -481,8 +489,10 @@ class PipeToE(FinanceMethod):
             if ans is None:
                 stats[i]["parse_failures"] += 1
                 selected.append([])
+                proposed.append(False)
                 continue
             sel, new = ans
+            proposed.append(not sel and bool(new))
             if not sel and new:  # the proposer: at most one new direction, only when none fits
                 ref, is_new = self._propose(view, ov[i], fnode, fkey, new)
                 stats[i]["proposals"] += 1
@@ -499,7 +509,8 @@ class PipeToE(FinanceMethod):
         used: dict[int, list[int]] = defaultdict(list)
         hit: dict[int, list[int]] = defaultdict(list)
         hit_channel: dict[int, list[int]] = defaultdict(list)
-        for (k, i, _, _, _), sel in zip(meta, selected):
+        retrieved_refs: dict[int, set[int]] = defaultdict(set)  # used experiences a reranker selected
+        for (k, i, _, _, _), sel, by_proposer in zip(meta, selected, proposed):
             o = ov[i]
             sel = list(dict.fromkeys(o.resolve(e) for e in sel))
             if not sel:
@@ -511,6 +522,8 @@ class PipeToE(FinanceMethod):
                 hit_channel[i].append(int(nw.channel[k]) if self.n_channels else -1)
                 lines[i].append(P.ExperienceLine(pos, self._path(view, o, i, e), tuple(o.qrow(e).tolist())))
                 used[i].append(e)
+                if not by_proposer:
+                    retrieved_refs[i].add(e)
         for i in industries:
             u = ups[i]  # only what the episode filled; the rest are the shared empty arrays (_EMPTY_UPDATES)
             if recall[i]:
@@ -523,7 +536,12 @@ class PipeToE(FinanceMethod):
             if hit[i]:
                 u["hit"] = np.array(hit[i], dtype=np.int64)
                 u["hit_channel"] = np.array(hit_channel[i], dtype=np.int64)
-        return lines, {i: list(dict.fromkeys(v)) for i, v in used.items()}
+        used = {i: list(dict.fromkeys(v)) for i, v in used.items()}
+        for i, refs in used.items():  # each used experience gets one delayed update per horizon (eq. (7))
+            n = sum(e in retrieved_refs[i] for e in refs)
+            stats[i]["updates_retrieved"] += n
+            stats[i]["updates_proposed"] += len(refs) - n
+        return lines, used
 
     def _path(self, view, o: _Overlay, i: int, ref: int) -> tuple[str, str, str]:
         if ref >= 0:
@@ -811,6 +829,7 @@ class PipeToE(FinanceMethod):
                         if m != lead:
                             self._merge_factor_nodes(i, fnodes[lead], fnodes[m])
                             n_factor += 1
+            eid_of = st.node_column("eid")  # again: a factor merge above adds nodes (a longer column)
             for f in self._children(inode):
                 eids = np.array([int(eid_of[c]) for c in self._children(f)], np.int64)
                 eids = eids[eids >= 0]

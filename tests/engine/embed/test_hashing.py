@@ -105,3 +105,25 @@ def test_config_from_table():
 def test_config_errors(table, match):
     with pytest.raises(ConfigError, match=match):
         from_dict(EmbedConfig, table, "embed")
+
+
+@pytest.mark.parametrize("table, match", [
+    ({"backend": "minilm", "runtime": "onnx"}, "embed.runtime must be one of 'numpy', 'torch'"),
+    ({"backend": "minilm", "device": "cuda"}, "embed.device = 'cuda' needs embed.runtime = 'torch'"),
+])
+def test_minilm_runtime_config_errors(table, match):
+    from engine.embed import embedder_from_table
+    from engine.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=match):
+        embedder_from_table(table)
+
+
+def test_safetensors_reader_rejects_a_truncated_file(tmp_path):
+    from engine.embed.bert_numpy import read_safetensors
+    from engine.errors import BackendError
+
+    p = tmp_path / "bad.safetensors"
+    p.write_bytes((1000).to_bytes(8, "little") + b"{}")
+    with pytest.raises(BackendError, match="header length 1000 does not fit a 10-byte file"):
+        read_safetensors(p)

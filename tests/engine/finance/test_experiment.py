@@ -88,7 +88,9 @@ def test_shipped_config_parses():
     cfg = load_finance_config(data)
     assert data["task"] == "finance" and data["llm"]["backend"] == "simulated"
     assert cfg.toe.k1 == 8 and cfg.toe.lam == 0.8 and cfg.toe.eta == 10 and cfg.protocol.horizons == (10, 20, 40)
-    assert len(cfg.methods) == 6 and len(cfg.seeds) == 3 and not cfg.protocol.checkpoint
+    assert len(cfg.methods) == 7 and len(cfg.seeds) == 3 and not cfg.protocol.checkpoint
+    assert "Pipe+ToE (no retrieval)" in cfg.methods  # the labelled ablation next to Pipe+ToE
+    assert data["embed"]["backend"] == "minilm" and data["embed"]["runtime"] == "numpy"  # lam is a cosine: semantic
 
 
 def test_files_source_runs(tmp_path, small_market):

@@ -3,11 +3,12 @@ import pytest
 
 from engine.errors import ConfigError
 from engine.finance import prompts as P
-from engine.finance.channels import CHANNELS
+from engine.finance.channels import CHANNELS, direction_text
 from engine.finance.simulated import PRIOR, SimulatedFinanceParams, simulated_backend
 from engine.llm.base import Request
 
-NEWS = P.NewsLine("2025-03-03", 9, "Retail firms cut product prices", "Huaxin and peers cut product prices.")
+NEWS = P.NewsLine("2025-03-03", 9, "Retail firms cut selling prices",
+                  "Changes in selling prices move the profit earned on each unit sold.")
 
 
 def _predict(exp_q=None, seed=0, idx_n=1):
@@ -67,8 +68,8 @@ def test_every_prompt_kind_parses():
     assert P.parse_route(texts[0]) == "Company fundamentals"
     assert P.parse_rerank(texts[1], [4, 7]) == ([4], None)
     sel, new = P.parse_rerank(texts[2], [7])
-    assert sel == [] and new.startswith(CHANNELS[1].direction)
-    assert P.parse_merge(texts[3])[0] is True
+    assert sel == [] and new.startswith(direction_text(CHANNELS[1], "Retail"))  # the industry's analyst writes it
+    assert P.parse_merge(texts[3]) == (True, direction_text(CHANNELS[1], "Retail"))
     assert P.parse_sentiment(texts[4]) == -1
     assert 0.0 <= P.parse_update(texts[5], [4])[4] < 1.2
     assert pol.generate([Request(prompt="hello")])[0].texts == [""]
