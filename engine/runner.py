@@ -178,8 +178,17 @@ def run_task(task: Task, config: Mapping[str, Any], options) -> int:
     out.mkdir(parents=True, exist_ok=True)
     started_at = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     specs = task.runs(exp)
-    for spec in specs:  # pre-flight: a bad method table or a missing extra fails before any run starts
-        task.make_method(exp, spec)
+    # pre-flight: every run's method is built here, so a bad method table or a missing extra fails before any run
+    # starts; each run takes its own when it starts (fresh: nothing has run on it). Runs that depend on each other
+    # (task.independent_runs False: a method reads what an earlier run left, e.g. a FLEX library file, when it is
+    # built) build theirs again at their start.
+    methods: dict[str, Method] = {}
+    independent = getattr(task, "independent_runs", None)
+    keep = independent is None or independent(exp)
+    for spec in specs:
+        method = task.make_method(exp, spec)
+        if keep:
+            methods[spec.key] = method
     unmark_finished(out)  # from here the folder claims no finished run until this one's summary.json
     at_once = concurrent_runs(task, exp, config, options, len(specs))
     done: dict[str, tuple[list[EpisodeResult], RunSpec]] = {}
@@ -188,7 +197,10 @@ def run_task(task: Task, config: Mapping[str, Any], options) -> int:
     lock = threading.Lock()
 
     def one(k: int, spec: RunSpec, executor, position: int | None = None) -> None:
-        method = task.make_method(exp, spec)
+        with lock:
+            method = methods.pop(spec.key, None)
+        if method is None:
+            method = task.make_method(exp, spec)
         episodes = task.episodes(exp, spec)
         size = task.round_size(exp, spec)
         ckpt = out / "checkpoint" / spec.key if task.checkpoint(exp) else None

@@ -78,6 +78,11 @@ class Game24Task:
     def checkpoint(self, run: Game24Run) -> bool:
         return run.exp.protocol.checkpoint
 
+    def independent_runs(self, run: Game24Run) -> bool:
+        """False when FLEX continues one library file across runs (``[flex] library``): each run's method reads
+        what the run before it left when it is built (engine.runner builds it at the run's start, one at a time)."""
+        return not ("flex" in run.exp.methods and (run.config.get("flex") or {}).get("library"))
+
     def after_run(self, run, spec, method, results, out):
         return {}
 

@@ -229,3 +229,24 @@ def test_summary_parquet_holds_one_flat_row_per_method_and_seed(tmp_path):
     except ImportError:
         return
     assert duckdb.sql(f"select count(*) from '{out / 'summary.parquet'}'").fetchone() == (4,)
+
+
+def test_each_runs_method_is_built_once_and_dependent_runs_build_theirs_when_they_start(tmp_path):
+    task = ToyTask()
+    keys = [s.key for s in task.runs(CONFIG)]
+    run_task(task, CONFIG, options(tmp_path))
+    assert task.made == keys  # the pre-flight build is the one each run uses
+
+    class Dependent(ToyTask):
+        """Runs that read what the one before left (a FLEX library file) when their method is built."""
+
+        def independent_runs(self, exp):
+            return False
+
+        def after_run(self, exp, spec, method, results, out):
+            self.made.append(f"finished {spec.key}")
+            return super().after_run(exp, spec, method, results, out)
+
+    dep = Dependent()
+    run_task(dep, CONFIG, options(tmp_path / "dep"))
+    assert dep.made == keys + [x for k in keys for x in (k, f"finished {k}")]  # rebuilt at each start, in order

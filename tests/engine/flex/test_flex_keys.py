@@ -39,3 +39,17 @@ def test_two_runs_keep_both_and_a_restart_appends_nothing_twice(tmp_path):
     # run B again: nothing new
     _run(lib, tmp_path / "b-again", **b)
     assert len(ExperienceLibrary(lib).experiences) == 90
+
+
+def test_seeds_of_one_run_continue_the_library_in_order(tmp_path):
+    """Seeds 0 and 1 of one toe run into one library: seed 1's method is built when its run starts, after seed 0
+    appended (a method built before would read the library without them and restart the admission steps)."""
+    lib = tmp_path / "flex.jsonl"
+    cfg = {"task": "game24", "methods": ["flex"], "seeds": [0, 1], "llm": {"backend": "simulated"},
+           "protocol": {"warmup_first": 1, "warmup_last": 10, "warmup_sample": 0, "test_first": 901,
+                        "test_last": 905, "round_size": 5},
+           "flex": {"library": str(lib), "retrieval": "embedding"}, "report": {"plots": False}}
+    assert run(cfg, RunOptions(config_path=Path("x.toml"), out=tmp_path / "out", progress=False)) == 0
+    records = ExperienceLibrary(lib).experiences
+    assert len(records) == 30 and len({r.key for r in records}) == 30  # 15 puzzles x 2 seeds
+    assert [r.step for r in records] == list(range(30))
