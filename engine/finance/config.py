@@ -108,7 +108,7 @@ class ToEConfig:
     # a prefix with at least index_min active directions is searched through the node index (hnswlib,
     # engine/finance/toe_index.py; approximate), a smaller one by the exact product; 0 = always exact.
     # The default is the measured crossover (benchmarks/results/finance_retrieval.md)
-    index_min: int = 4096
+    index_min: int = 128
     index_ef: int = 64  # the node index's query beam (recall/latency)
     factors: tuple[str, ...] = (
         "Macroeconomy", "Policy planning", "Company fundamentals", "Supply and capacity",

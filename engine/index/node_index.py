@@ -45,6 +45,20 @@ FORMAT = 1
 _ID_LIMIT = 1 << 40  # node ids are dense row ids; anything near this is a bug upstream
 _MAGIC = b"TOENIDX1"
 
+# Test hook: called with the stage name during save ("graph": hnswlib's temporary graph written;
+# "header": the header written into the temporary output, the graph not yet). Tests make it raise
+# or kill the process; TOE_INDEX_FAULT=<stage> makes a save SIGKILL itself there.
+fault_hook = None
+
+
+def _stage(name: str) -> None:
+    if os.environ.get("TOE_INDEX_FAULT") == name:
+        import signal
+
+        os.kill(os.getpid(), signal.SIGKILL)
+    if fault_hook is not None:
+        fault_hook(name)
+
 
 class NodeIndex:
     """Approximate + exact similarity search over node vectors, labelled by node id."""
@@ -513,12 +527,15 @@ class NodeIndex:
         os.close(fd)
         try:
             self._hnsw.save_index(graph_tmp)  # hnswlib writes only to a path
+            _stage("graph")
             with atomic_io.atomic_writer(path) as out, open(graph_tmp, "rb") as graph:
                 out.write(_MAGIC)
                 out.write(np.uint64(len(head)).tobytes())
                 out.write(head)
                 out.write(np.uint64(state.nbytes).tobytes())
                 out.write(state.tobytes())
+                out.flush()
+                _stage("header")
                 shutil.copyfileobj(graph, out, 1 << 24)
         finally:
             if os.path.exists(graph_tmp):
