@@ -289,22 +289,23 @@ INDEX_KEYS = ["n=10000,dim=384", "n=100000,dim=384", "n=1000000,dim=64"]
 RETRIEVAL_KEYS = ["n=1000,dim=384", "n=100000,dim=384", "n=1000000,dim=384"]
 
 
-def _ms(d: dict) -> str:
+def _p50_p99(d: dict) -> str:
     return f"{d['p50_ms']:.3f} / {d['p99_ms']:.2f}"
 
 
 def finance_retrieval(data: dict) -> list[str]:
     """benchmarks/results/finance_retrieval.md: brute force vs node index at 10^3, 10^5, 10^6 directions."""
     lines = ["| directions under the prefix | brute force p50 / p99 ms | node index p50 / p99 ms | recall@8 "
-             "| p50 speed-up | brute-force rule on a held matrix, p50 ms | index build (2 threads) | load (1 min) |",
+             "| p50 speed-up | brute-force rule on a held matrix, p50 ms | index build (2 threads) "
+             "| load (1 min) before / after timing |",
              "|---|---|---|---|---|---|---|---|"]
     sweeps = []
     for key in RETRIEVAL_KEYS:
         f = latest(data, key)
         bf, ix = f["brute_force"], f["node_index"]
-        lines.append(f"| {_pow10(f['n'])} | {_ms(bf)} | {_ms(ix)} | {ix['recall@8']:.4f} | {_x(bf['p50_ms'] / ix['p50_ms'])} "
+        lines.append(f"| {_pow10(f['n'])} | {_p50_p99(bf)} | {_p50_p99(ix)} | {ix['recall@8']:.4f} | {_x(bf['p50_ms'] / ix['p50_ms'])} "
                      f"| {f['product_only']['p50_ms']:.3f} | {f['index_build_s']:.1f} s | "
-                     f"{f['load_before_timing'][0]:.1f}-{f['load_after'][0]:.1f} |")
+                     f"{f['load_before_timing'][0]:.1f} / {f['load_after'][0]:.1f} |")
         sweeps.append(f"{_pow10(f['n'])}: " + ", ".join(f"ef={r['ef']} {r['p50_ms']:.3f} ms / {r['recall@8']:.4f}"
                                                         for r in f["ef_sweep"]))
     f = latest(data, RETRIEVAL_KEYS[-1])
@@ -341,11 +342,13 @@ def finance_retrieval_filter(data: dict) -> list[str]:
 
 
 def finance_retrieval_summary(data: dict) -> list[str]:
-    """docs/finance.md: per-news-item retrieval, exact product vs node index."""
+    """docs/retrieval.md: finance per-news-item retrieval, exact product vs node index."""
     lines = ["| directions under one prefix | exact product p50 | node index p50 | recall@8 |", "|---|---|---|---|"]
     for key in RETRIEVAL_KEYS:
         f = latest(data, key)
-        lines.append(f"| {_pow10(f['n'])} | {f['brute_force']['p50_ms']:.2f} ms | {f['node_index']['p50_ms']:.2f} ms "
+        bf = f["brute_force"]["p50_ms"]
+        lines.append(f"| {_pow10(f['n'])} | {f'{bf / 1e3:.1f} s' if bf >= 1e3 else f'{bf:.2f} ms'} | "
+                     f"{f['node_index']['p50_ms']:.2f} ms "
                      f"| {f['node_index']['recall@8']:.3f} |")
     return lines
 
@@ -633,7 +636,7 @@ TABLES = {
                                                 finance_retrieval_crossover),
     "bench-finance-retrieval-filter-table": ("benchmarks/results/finance_retrieval.md", "finance_retrieval",
                                              finance_retrieval_filter),
-    "finance-retrieval-table": ("docs/finance.md", "finance_retrieval", finance_retrieval_summary),
+    "finance-retrieval-table": ("docs/retrieval.md", "finance_retrieval", finance_retrieval_summary),
     "bench-cluster-loaded-table": ("benchmarks/results/cluster.md", "cluster", cluster_loaded),
     "bench-cluster-idle-table": ("benchmarks/results/cluster.md", "cluster", cluster_idle),
     "bench-cluster-cold-table": ("benchmarks/results/cluster.md", "cluster", cluster_cold),

@@ -21,7 +21,7 @@ index searched with hnswlib's ``filter`` callable.
 
     TOE_BENCH_RETRIEVAL=1 .venv/bin/python -m pytest benchmarks/test_finance_retrieval.py -s -q -p no:cacheprovider
 
-Heavy (the 10^6 index: minutes of build, ~5 GB of memory): marked ``heavy`` and opt-in with
+Heavy (the 10^6 index: minutes of build, ~8 GB of memory): marked ``heavy`` and opt-in with
 ``TOE_BENCH_RETRIEVAL=1``; ``TOE_BENCH_RETRIEVAL_SIZES`` (comma list, default 1000,100000,1000000)
 and ``TOE_BENCH_CROSSOVER`` (comma list) override the sizes for a smoke run; ``TOE_BENCH_LOAD_WAIT``
 (seconds, default 180) is the pause between load checks.
