@@ -284,6 +284,75 @@ def _node_index(f: dict) -> dict:
 INDEX_KEYS = ["n=10000,dim=384", "n=100000,dim=384", "n=1000000,dim=64"]
 
 
+# --- finance ToE retrieval under one prefix (benchmarks/test_finance_retrieval.py) ---------------------
+
+RETRIEVAL_KEYS = ["n=1000,dim=384", "n=100000,dim=384", "n=1000000,dim=384"]
+
+
+def _p50_p99(d: dict) -> str:
+    return f"{d['p50_ms']:.3f} / {d['p99_ms']:.2f}"
+
+
+def finance_retrieval(data: dict) -> list[str]:
+    """benchmarks/results/finance_retrieval.md: brute force vs node index at 10^3, 10^5, 10^6 directions."""
+    lines = ["| directions under the prefix | brute force p50 / p99 ms | node index p50 / p99 ms | recall@8 "
+             "| p50 speed-up | brute-force rule on a held matrix, p50 ms | index build (2 threads) "
+             "| load (1 min) before / after timing |",
+             "|---|---|---|---|---|---|---|---|"]
+    sweeps = []
+    for key in RETRIEVAL_KEYS:
+        f = latest(data, key)
+        bf, ix = f["brute_force"], f["node_index"]
+        lines.append(f"| {_pow10(f['n'])} | {_p50_p99(bf)} | {_p50_p99(ix)} | {ix['recall@8']:.4f} | {_x(bf['p50_ms'] / ix['p50_ms'])} "
+                     f"| {f['product_only']['p50_ms']:.3f} | {f['index_build_s']:.1f} s | "
+                     f"{f['load_before_timing'][0]:.1f} / {f['load_after'][0]:.1f} |")
+        sweeps.append(f"{_pow10(f['n'])}: " + ", ".join(f"ef={r['ef']} {r['p50_ms']:.3f} ms / {r['recall@8']:.4f}"
+                                                        for r in f["ef_sweep"]))
+    f = latest(data, RETRIEVAL_KEYS[-1])
+    lines += ["", f"Node index: M={f['M']}, ef_construction={f['ef_construction']}, ef_search={f['ef_search']} "
+              f"(`toe.index_ef`), {f['fetch']} candidates re-ranked exactly; brute force timed over "
+              f"{f['queries_brute_force']} queries at the largest size, the node index over {f['queries_index']}.",
+              "", "Query beam sweep on the same graphs (p50 / recall@8): " + "; ".join(sweeps) + "."]
+    return lines
+
+
+def finance_retrieval_crossover(data: dict) -> list[str]:
+    """benchmarks/results/finance_retrieval.md: p50 per prefix size; where the node index starts to win."""
+    f = latest(data, "crossover")
+    lines = ["| directions under the prefix | brute force p50 ms | node index p50 ms | recall@8 | load (1 min) |",
+             "|---|---|---|---|---|"]
+    for r in f["rows"]:
+        lines.append(f"| {r['n']:,} | {r['brute_force_p50_ms']:.3f} | {r['node_index_p50_ms']:.3f} | {r['recall@8']:.4f} "
+                     f"| {r['load'][0]:.1f} |")
+    won = [r["node_index_p50_ms"] < r["brute_force_p50_ms"] for r in f["rows"]]
+    first = next((r["n"] for i, r in enumerate(f["rows"]) if all(won[i:])), None)
+    lines += ["", f"The node index is faster from {first:,} directions on (every larger size measured)."
+              if first else "The node index was not faster at any size measured."]
+    return lines
+
+
+def finance_retrieval_filter(data: dict) -> list[str]:
+    """benchmarks/results/finance_retrieval.md: one index per prefix vs one shared index with a filter."""
+    f = latest(data, "filter-vs-prefix,n=100000")
+    lines = [f"| search ({f['prefix_rows']:,}-direction prefix of {f['n']:,}) | p50 ms | p99 ms | recall@8 |",
+             "|---|---|---|---|"]
+    for w in f["ways"]:
+        lines.append(f"| {w['way']} | {w['p50_ms']:.3f} | {w['p99_ms']:.2f} | {w['recall@8']:.4f} |")
+    return lines
+
+
+def finance_retrieval_summary(data: dict) -> list[str]:
+    """docs/retrieval.md: finance per-news-item retrieval, exact product vs node index."""
+    lines = ["| directions under one prefix | exact product p50 | node index p50 | recall@8 |", "|---|---|---|---|"]
+    for key in RETRIEVAL_KEYS:
+        f = latest(data, key)
+        bf = f["brute_force"]["p50_ms"]
+        lines.append(f"| {_pow10(f['n'])} | {f'{bf / 1e3:.1f} s' if bf >= 1e3 else f'{bf:.2f} ms'} | "
+                     f"{f['node_index']['p50_ms']:.2f} ms "
+                     f"| {f['node_index']['recall@8']:.3f} |")
+    return lines
+
+
 def index_summary(data: dict) -> list[str]:
     """docs/retrieval.md: NodeIndex at every size against brute force and faiss HNSW."""
     lines = ["| nodes, dim | NodeIndex p50 | recall@8 | vs NumPy brute force (per query / batched) | faiss HNSW p50, recall@8 |",
@@ -562,6 +631,12 @@ TABLES = {
     "bench-index-10k-table": ("benchmarks/results/index.md", "index", index_table("n=10000,dim=384")),
     "bench-index-100k-table": ("benchmarks/results/index.md", "index", index_table("n=100000,dim=384")),
     "bench-index-1m-table": ("benchmarks/results/index.md", "index", index_table("n=1000000,dim=64")),
+    "bench-finance-retrieval-table": ("benchmarks/results/finance_retrieval.md", "finance_retrieval", finance_retrieval),
+    "bench-finance-retrieval-crossover-table": ("benchmarks/results/finance_retrieval.md", "finance_retrieval",
+                                                finance_retrieval_crossover),
+    "bench-finance-retrieval-filter-table": ("benchmarks/results/finance_retrieval.md", "finance_retrieval",
+                                             finance_retrieval_filter),
+    "finance-retrieval-table": ("docs/retrieval.md", "finance_retrieval", finance_retrieval_summary),
     "bench-cluster-loaded-table": ("benchmarks/results/cluster.md", "cluster", cluster_loaded),
     "bench-cluster-idle-table": ("benchmarks/results/cluster.md", "cluster", cluster_idle),
     "bench-cluster-cold-table": ("benchmarks/results/cluster.md", "cluster", cluster_cold),
@@ -589,6 +664,9 @@ KEYS = {
     "bench-llm-client-table": ["client"],
     "bench-index-10k-table": ["n=10000,dim=384"], "bench-index-100k-table": ["n=100000,dim=384"],
     "bench-index-1m-table": ["n=1000000,dim=64"],
+    "bench-finance-retrieval-table": RETRIEVAL_KEYS, "finance-retrieval-table": RETRIEVAL_KEYS,
+    "bench-finance-retrieval-crossover-table": ["crossover"],
+    "bench-finance-retrieval-filter-table": ["filter-vs-prefix,n=100000"],
     "bench-cluster-loaded-table": ["2026-11-29,loaded,warm-100x20"], "bench-cluster-idle-table": ["2026-11-29,idle,warm"],
     "bench-cluster-cold-table": ["2026-11-29,idle,cold-300x60"], "bench-cluster-shares-table": ["2026-11-30,shares,cold-300x60"],
     "bench-cluster-speedup-table": ["cold-300x60", "warm-300x60", "warm-100x20"],

@@ -406,7 +406,7 @@ def render_block(name: str, results: Path = RESULTS, bench_results: Path = BENCH
 
 
 RESULTS_MD = "benchmarks/RESULTS.md"
-RESULTS_ORDER = ["store", "game24_core", "llm", "index", "cluster", "finance", "sandbox"]
+RESULTS_ORDER = ["store", "game24_core", "llm", "index", "finance_retrieval", "cluster", "finance", "sandbox"]
 RESULTS_HEAD = """# Benchmark results
 
 Every figure below was measured with pytest-benchmark on the shared 2-core, 24 GiB development

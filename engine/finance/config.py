@@ -106,6 +106,11 @@ class ToEConfig:
     merge_factors: bool = True  # a newly routed factor close to a known one goes to the factor merger
     init: Literal["cluster", "empty"] = "cluster"  # the tree at the end of the pre-test span (see toe.py)
     init_tree: str = ""  # a path CSV (Table A1 layout) to start from instead
+    # a prefix with at least index_min active directions is searched through the node index (hnswlib,
+    # engine/finance/toe_index.py; approximate), a smaller one by the exact product; 0 = always exact.
+    # The default is the measured crossover (benchmarks/results/finance_retrieval.md)
+    index_min: int = 128
+    index_ef: int = 64  # the node index's query beam (recall/latency)
     factors: tuple[str, ...] = (
         "Macroeconomy", "Policy planning", "Company fundamentals", "Supply and capacity",
         "Geopolitics", "Market sentiment", "Regulation",
@@ -124,6 +129,8 @@ class ToEConfig:
               f"toe needs 0 <= q_min <= q0 <= q_max, got {self.q_min}, {self.q0}, {self.q_max}")
         check(self.max_new == 1, f"toe.max_new must be 1 (the paper proposes at most one direction), got {self.max_new}")
         check(len(self.factors) > 0, "toe.factors must list at least one factor")
+        check(self.index_min >= 0, f"toe.index_min must be >= 0 (0 = no node index), got {self.index_min}")
+        check(self.index_ef >= 1, f"toe.index_ef must be >= 1, got {self.index_ef}")
 
 
 @dataclass(frozen=True)

@@ -61,6 +61,7 @@ import numpy as np
 from engine.finance import prompts as P
 from engine.finance.config import ToEConfig
 from engine.finance.methods import FinanceMethod, StreamContext, _stats_for
+from engine.finance.toe_index import prefix_index, prefix_index_writers, prefix_top, restore_prefix_index
 from engine.llm import structured as S
 from engine.rounds import EpisodeResult
 from engine.errors import StoreError
@@ -271,6 +272,7 @@ class PipeToE(FinanceMethod):
         self._text_cache: dict[tuple[int, int], str] = {}  # node texts decoded by the episodes (_FastView)
         self._dir_cache: dict[tuple[int, int, int], np.ndarray] = {}  # directions per factor node (_FastView)
         self.factor_into: dict[int, int] = {}  # merged factor node -> the factor node it went into
+        self.node_index = prefix_index(cfg)  # directions of large prefixes on hnswlib (toe.index_min)
         self.n_pretest = int(n_pretest)
         self.init_report: dict = {"init": "empty", "pretest_days": self.n_pretest}
         if cfg.init_tree:
@@ -413,10 +415,17 @@ class PipeToE(FinanceMethod):
     def _candidates(self, view, fnode: int, news_vec: np.ndarray) -> np.ndarray:
         """Retrieval under the (industry, factor) prefix (ToE appendix, "Hyperparameters"): the first level
         keeps the ``k1`` directions most similar to the news (ties: older first); the leaf level keeps
-        those whose cosine with the news is at least ``lam``. Returned in creation order."""
+        those whose cosine with the news is at least ``lam``. Returned in creation order (= row order).
+
+        A prefix with at least ``toe.index_min`` directions is searched through the node index
+        (engine/finance/toe_index.py: hnswlib, re-ranked exactly; approximate, recall@8 measured in
+        benchmarks/results/finance_retrieval.md); below that crossover, the exact product over all."""
         eids = view.directions(fnode)
         if not eids.size or (eids.size <= self.cfg.k1 and self.cfg.lam <= -1.0):
             return eids  # nothing to rank or cut
+        if self.node_index.use(eids.size):
+            rows, sims = prefix_top(self.node_index, view, self.ctx.embedder, fnode, news_vec, self.cfg.k1)
+            return np.sort(rows[sims >= self.cfg.lam])
         vecs = self.ctx.embedder.embed(view.leaf_texts(eids))  # cached by text
         sims = vecs @ news_vec
         order = np.lexsort((np.arange(eids.size), -sims))[: self.cfg.k1]
@@ -606,18 +615,22 @@ class PipeToE(FinanceMethod):
                 routed[(k, i)] = into.get((i, normalized_key(_collapse(f))), f)
 
     def _merge_new(self, view, industries, llm, stats, ov, ups, created) -> None:
-        """Near-duplicate older siblings of new directions (cosine >= lam) go to the LLM merger; one batch."""
+        """Near-duplicate older siblings of new directions (cosine >= lam) go to the LLM merger; one batch.
+        A prefix of at least ``toe.index_min`` directions offers its closest one through the node index."""
         reqs, pairs = [], []
         for i in industries:
             o = ov[i]
             for ref in created[i]:
                 fnode, fkey = o.fnode_of[ref]
-                old = view.directions(fnode).tolist() if fnode >= 0 else []
-                sibs = old + [r for r in o.new_under[fkey] if r > ref]  # older: own proposals made before this one
+                mine = o.new[-1 - ref][1]
+                old = view.directions(fnode) if fnode >= 0 else _NONE
+                if self.node_index.use(old.size):
+                    old, _ = prefix_top(self.node_index, view, self.ctx.embedder, fnode,
+                                        self.ctx.embedder.embed([mine])[0], 1)
+                sibs = old.tolist() + [r for r in o.new_under[fkey] if r > ref]  # older: own earlier proposals
                 if not sibs:
                     continue
                 texts = [self._path(view, o, i, s)[2] for s in sibs]
-                mine = o.new[-1 - ref][1]
                 vecs = self.ctx.embedder.embed(texts + [mine])
                 sims = vecs[:-1] @ vecs[-1]
                 best = int(np.argmax(sims))
@@ -927,7 +940,7 @@ class PipeToE(FinanceMethod):
     # ------------------------------------------------------------------ checkpoints
     def save_state(self, directory: Path) -> None:
         directory = Path(directory)
-        self.store.save(directory / "store")
+        self.store.save(directory / "store", extras=prefix_index_writers(self.node_index, self.ctx.embedder))
         np.save(directory / "route.npy", self.route)
         np.save(directory / "channel_hits.npy", self.channel_hits[: self.store.n_experiences])
         np.save(directory / "factor_into.npy", np.asarray(sorted(self.factor_into.items()), np.int64).reshape(-1, 2))
@@ -936,6 +949,8 @@ class PipeToE(FinanceMethod):
     def load_state(self, directory: Path) -> None:
         directory = Path(directory)
         self.store = ExperienceStore.load(directory / "store")
+        # a node index that is missing or does not match the store is rebuilt when its prefix is next searched
+        self.node_index_dropped = restore_prefix_index(self.node_index, self.store, self.ctx.embedder)
         self._factor_nodes, self._text_cache, self._dir_cache = {}, {}, {}
         self.route = np.load(directory / "route.npy")
         ch = np.load(directory / "channel_hits.npy")

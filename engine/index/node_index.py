@@ -45,6 +45,20 @@ FORMAT = 1
 _ID_LIMIT = 1 << 40  # node ids are dense row ids; anything near this is a bug upstream
 _MAGIC = b"TOENIDX1"
 
+# Test hook: called with the stage name during save ("graph": hnswlib's temporary graph written;
+# "header": the header written into the temporary output, the graph not yet). Tests make it raise
+# or kill the process; TOE_INDEX_FAULT=<stage> makes a save SIGKILL itself there.
+fault_hook = None
+
+
+def _stage(name: str) -> None:
+    if os.environ.get("TOE_INDEX_FAULT") == name:
+        import signal
+
+        os.kill(os.getpid(), signal.SIGKILL)
+    if fault_hook is not None:
+        fault_hook(name)
+
 
 class NodeIndex:
     """Approximate + exact similarity search over node vectors, labelled by node id."""
@@ -279,7 +293,8 @@ class NodeIndex:
             self._hnsw.set_ef(self._ef)
         return labels.view(np.int64), self._to_sim(dist).astype(np.float32, copy=False)
 
-    def search(self, queries, k: int = 8, *, within=None, skip_missing: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    def search(self, queries, k: int = 8, *, within=None, skip_missing: bool = False,
+               valid=None) -> tuple[np.ndarray, np.ndarray]:
         """Top-``k`` nodes by similarity.
 
         queries: f[dim] or f[b, dim]. within: None (whole index), one id array
@@ -290,9 +305,19 @@ class NodeIndex:
         else exact). ``skip_missing`` drops unknown/deleted ids from the sets
         instead of raising.
 
+        valid: ``bool[m]`` over node ids (e.g. a store snapshot's ``active``
+        column), only with ``within=None``: results are the top-``k`` alive
+        nodes ``i`` with ``i < m and valid[i]``, found by over-fetching the
+        graph (x4 per retry) without copying the mask, so the cost does not
+        grow with ``m``; when the mask rejects most of what the graph returns
+        (a fetch past ``max(4 * ef, 256)``) the query runs exactly over the
+        valid alive nodes.
+
         Returns ``(ids i8[b, k], sims f4[b, k])`` sorted by decreasing
         similarity, padded with -1 / -inf (``[k]`` arrays for a 1-D query).
         """
+        if valid is not None:
+            return self._search_valid(queries, k, within, valid)
         if within is None and type(k) is int and 1 <= k <= self._n_alive and self._n_alive > self.config.exact_max:
             fast = self._search_one_fast(queries, k)
             if fast is not None:
@@ -315,6 +340,47 @@ class NodeIndex:
             sims = np.full((b, k), -np.inf, dtype=np.float32)
             for j, cand in enumerate(cands):
                 ids[j : j + 1], sims[j : j + 1] = self._search_set(q[j : j + 1], int(k), cand)
+        return (ids[0], sims[0]) if single else (ids, sims)
+
+    def _search_valid(self, queries, k, within, valid):
+        if within is not None:
+            raise InputError("search takes within or valid, not both")
+        if not isinstance(k, (int, np.integer)) or k < 1:
+            raise InputError(f"k must be a positive int, got {k!r}")
+        valid = np.asarray(valid)
+        if valid.ndim != 1 or valid.dtype != np.bool_:
+            raise InputError(f"valid must be a 1-D bool mask over node ids, got dtype {valid.dtype} shape {valid.shape}")
+        q, single = self._queries(queries)
+        b, k, m, n = q.shape[0], int(k), valid.shape[0], self._n_alive
+        ids = np.full((b, k), -1, dtype=np.int64)
+        sims = np.full((b, k), -np.inf, dtype=np.float32)
+        fetch = min(n, 2 * k)
+        todo = np.arange(b) if n else np.zeros(0, np.int64)
+        while todo.size:
+            if n <= self.config.exact_max or fetch > max(4 * self._ef, 256):
+                break  # small index, or a mask rejecting most nodes: the exact path below
+            try:
+                lab, sim = self._hnsw_knn(q[todo], fetch)
+            except RuntimeError:  # fewer than ``fetch`` alive nodes reachable
+                break
+            ids[todo], sims[todo] = -1, -np.inf  # a retry rewrites its rows whole
+            keep = lab < m
+            keep[keep] = valid[lab[keep]]
+            rank = np.cumsum(keep, axis=1) - 1
+            ok = keep & (rank < k)
+            r, c = np.nonzero(ok)
+            ids[todo[r], rank[r, c]] = lab[r, c]
+            sims[todo[r], rank[r, c]] = sim[r, c]
+            short = keep.sum(axis=1) < k
+            if fetch == n:  # every alive node seen: fewer than k are valid
+                todo = todo[:0]
+                break
+            todo, fetch = todo[short], min(n, 4 * fetch)
+        if todo.size:
+            alive = self.ids()
+            cand = alive[alive < m]
+            cand = cand[valid[cand]]
+            ids[todo], sims[todo] = self._exact(q[todo], cand, k)
         return (ids[0], sims[0]) if single else (ids, sims)
 
     def _search_one_fast(self, queries, k: int):
@@ -461,12 +527,15 @@ class NodeIndex:
         os.close(fd)
         try:
             self._hnsw.save_index(graph_tmp)  # hnswlib writes only to a path
+            _stage("graph")
             with atomic_io.atomic_writer(path) as out, open(graph_tmp, "rb") as graph:
                 out.write(_MAGIC)
                 out.write(np.uint64(len(head)).tobytes())
                 out.write(head)
                 out.write(np.uint64(state.nbytes).tobytes())
                 out.write(state.tobytes())
+                out.flush()
+                _stage("header")
                 shutil.copyfileobj(graph, out, 1 << 24)
         finally:
             if os.path.exists(graph_tmp):
