@@ -64,6 +64,30 @@ def _clip(q, q_min, q_max):
     return q
 
 
+# --- the rules, each written once (one reliability value in, one out); the kernels below walk whole rows
+# (rewards f8[b, H]) or single horizons (hcols i8[b], rewards f8[b]) and call the same rule ---------------------
+
+@numba.njit(cache=True, inline="always")
+def _formula(q, damp, r, q0, q_min, q_max):
+    """ToE eq. (9)/(A6) for one value: ``clip(q + damp (1 - ((q - q0) / q0)^2) r)``, ``damp = eta / (1 + ln(1 + n_hit))``."""
+    d = (q - q0) / q0
+    return _clip(q + damp * (1.0 - d * d) * r, q_min, q_max)
+
+
+@numba.njit(cache=True, inline="always")
+def _asymmetric(q, r, eta_task, q_min, q_max):
+    """ToE eq. (A3) for one value: ``r`` if ``r > 0`` else ``(1 - eta_task) q + eta_task r``, clipped."""
+    if r > 0.0:
+        return _clip(r, q_min, q_max)
+    return _clip((1.0 - eta_task) * q + eta_task * r, q_min, q_max)
+
+
+@numba.njit(cache=True, inline="always")
+def _delta(q, delta, q_min, q_max):
+    """ToE eq. (10) for one value: ``clip(q + delta)``."""
+    return _clip(q + delta, q_min, q_max)
+
+
 @numba.njit(cache=True)
 def formula_update(block, eids, rewards, eta, q0, q_min, q_max, lut):
     """ToE eq. (9)/(A6) on whole reliability vectors, in batch order.
@@ -82,9 +106,7 @@ def formula_update(block, eids, rewards, eta, q0, q_min, q_max, lut):
         e = eids[i]
         damp = eta * _inv_log(block[e, h], lut)  # ToE eq. (9): eta / (1 + log(1 + n_hit))
         for j in range(h):
-            q = block[e, j]
-            d = (q - q0) / q0
-            block[e, j] = _clip(q + damp * (1.0 - d * d) * rewards[i, j], q_min, q_max)
+            block[e, j] = _formula(block[e, j], damp, rewards[i, j], q0, q_min, q_max)
 
 
 @numba.njit(cache=True)
@@ -99,10 +121,8 @@ def formula_update_h(block, eids, hcols, rewards, n_horizons, eta, q0, q_min, q_
         if i + PREFETCH < b:
             prefetch_row(block, eids[i + PREFETCH])
         e = eids[i]
-        q = block[e, hcols[i]]
-        d = (q - q0) / q0
         damp = eta * _inv_log(block[e, n_horizons], lut)
-        block[e, hcols[i]] = _clip(q + damp * (1.0 - d * d) * rewards[i], q_min, q_max)
+        block[e, hcols[i]] = _formula(block[e, hcols[i]], damp, rewards[i], q0, q_min, q_max)
 
 
 @numba.njit(cache=True)
@@ -119,12 +139,7 @@ def asymmetric_update(block, eids, rewards, eta_task, q_min, q_max):
             prefetch_row(block, eids[i + PREFETCH])
         e = eids[i]
         for j in range(h):
-            r = rewards[i, j]
-            if r > 0.0:
-                q = r
-            else:
-                q = (1.0 - eta_task) * block[e, j] + eta_task * r
-            block[e, j] = _clip(q, q_min, q_max)
+            block[e, j] = _asymmetric(block[e, j], rewards[i, j], eta_task, q_min, q_max)
 
 
 @numba.njit(cache=True)
@@ -132,12 +147,7 @@ def asymmetric_update_h(block, eids, hcols, rewards, eta_task, q_min, q_max):
     """ToE eq. (A3) on single horizons. eids i8[b], hcols i8[b], rewards f8[b]."""
     for i in range(eids.shape[0]):
         e = eids[i]
-        r = rewards[i]
-        if r > 0.0:
-            q = r
-        else:
-            q = (1.0 - eta_task) * block[e, hcols[i]] + eta_task * r
-        block[e, hcols[i]] = _clip(q, q_min, q_max)
+        block[e, hcols[i]] = _asymmetric(block[e, hcols[i]], rewards[i], eta_task, q_min, q_max)
 
 
 @numba.njit(cache=True)
@@ -153,7 +163,7 @@ def delta_update(block, eids, deltas, q_min, q_max):
             prefetch_row(block, eids[i + PREFETCH])
         e = eids[i]
         for j in range(h):
-            block[e, j] = _clip(block[e, j] + deltas[i, j], q_min, q_max)
+            block[e, j] = _delta(block[e, j], deltas[i, j], q_min, q_max)
 
 
 @numba.njit(cache=True)
@@ -161,7 +171,7 @@ def delta_update_h(block, eids, hcols, deltas, q_min, q_max):
     """ToE eq. (10) on single horizons. eids i8[b], hcols i8[b], deltas f8[b]."""
     for i in range(eids.shape[0]):
         e = eids[i]
-        block[e, hcols[i]] = _clip(block[e, hcols[i]] + deltas[i], q_min, q_max)
+        block[e, hcols[i]] = _delta(block[e, hcols[i]], deltas[i], q_min, q_max)
 
 
 @numba.njit(cache=True)
