@@ -45,6 +45,11 @@ def check(condition: bool, message: str) -> None:
 SEED_LIMIT = 2**32  # seeds are NumPy generator seeds and Arrow int64 cells: 0 <= seed < 2**32
 
 
+# Top-level keys of every run config that the engine itself reads (title is a free-form run name); a task reads
+# the rest (engine.tasks checks that no other key is present).
+ENGINE_KEYS = ("task", "title", "llm", "embed", "cluster")
+
+
 def check_seeds(seeds: Any, name: str = "seeds") -> list[int]:
     """A run's seeds: a non-empty list of distinct integers in ``[0, 2**32)`` (checked by ``--dry-run``, so a
     seed that NumPy or Arrow cannot hold fails before any work, not when the results are written)."""

@@ -30,10 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+from engine.config import ENGINE_KEYS  # the keys every task accepts; the engine parses them
 from engine.errors import ConfigError
-
-# Top-level keys every task accepts; the engine parses them (title is a free-form run name).
-ENGINE_KEYS = ("task", "title", "llm", "embed", "cluster")
 
 
 @dataclass(frozen=True)

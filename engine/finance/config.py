@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Literal, Mapping
 
 from engine.memory_budget import MemoryBudget
-from engine.config import check, check_seeds, from_dict
+from engine.config import ENGINE_KEYS, check, check_seeds, from_dict
 from engine.templates import PromptsConfig, check_files
 from engine.errors import ConfigError
 from engine.finance.simulated import SimulatedFinanceParams
@@ -180,14 +180,11 @@ class FinanceConfig:
         check_seeds(list(self.seeds))
 
 
-ENGINE_TABLES = ("task", "title", "llm", "embed", "cluster")  # read by engine.tasks and the engine
-
-
 def load_finance_config(data: Mapping[str, Any]) -> FinanceConfig:
     """Build :class:`FinanceConfig` from a whole config dict (``task``, ``[llm]`` and ``[embed]`` are read elsewhere)."""
     if not isinstance(data, Mapping):
         raise ConfigError(f"config must be a table, got {type(data).__name__}")
-    own = {k: v for k, v in data.items() if k not in ENGINE_TABLES}
+    own = {k: v for k, v in data.items() if k not in ENGINE_KEYS}  # the engine's are read elsewhere
     cfg = from_dict(FinanceConfig, own, "")
     check_files(cfg.prompts, "finance")
     if cfg.toe.init_tree and not Path(cfg.toe.init_tree).is_file():
