@@ -69,9 +69,9 @@ def check_installed(kind: str) -> None:
 
         client_class()
     else:
-        from engine.tracking.wandb_store import module
+        from engine.errors import require
 
-        module()
+        require("wandb", "track")
 
 
 def open_store(kind: str, where: str, experiment: str) -> Store:

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from engine.errors import MissingExtraError
+from engine.errors import require
 from engine.tracking.mapping import Point, as_text
 
 MAX_PARAM = 6000  # MLflow's limit on a param value
@@ -21,11 +21,10 @@ RENAMED = {"git.commit": "mlflow.source.git.commit"}  # MLflow's own name shows 
 
 
 def client_class():
-    try:
-        import mlflow  # noqa: F401
-        from mlflow.tracking import MlflowClient
-    except ImportError as exc:
-        raise MissingExtraError("mlflow", "track") from exc
+    """MLflow's client class; :class:`~engine.errors.MissingExtraError` naming the ``track`` extra without it."""
+    require("mlflow", "track")
+    from mlflow.tracking import MlflowClient
+
     return MlflowClient
 
 

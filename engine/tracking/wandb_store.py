@@ -18,26 +18,18 @@ import re
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from engine.errors import MissingExtraError
+from engine.errors import require
 from engine.tracking.mapping import Point
 
 MAX_TAG = 64  # W&B's limit on a tag
 _NAME = re.compile(r"[^A-Za-z0-9_\-.]")
 
 
-def module():
-    try:
-        import wandb
-    except ImportError as exc:
-        raise MissingExtraError("wandb", "track") from exc
-    return wandb
-
-
 class WandbStore:
     kind = "wandb"
 
     def __init__(self, folder: str, project: str):
-        self.wandb = module()
+        self.wandb = require("wandb", "track")
         os.environ.setdefault("WANDB_MODE", "offline")
         self.folder, self.project = Path(folder), project
         self.runs: dict[str, Any] = {}
