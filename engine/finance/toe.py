@@ -273,6 +273,7 @@ class PipeToE(FinanceMethod):
         self._dir_cache: dict[tuple[int, int, int], np.ndarray] = {}  # directions per factor node (_FastView)
         self.factor_into: dict[int, int] = {}  # merged factor node -> the factor node it went into
         self.node_index = prefix_index(cfg)  # directions of large prefixes on hnswlib (toe.index_min)
+        self.node_index_dropped: list[str] = []  # why a saved index was not loaded (load_state; rebuilt on use)
         self.n_pretest = int(n_pretest)
         self.init_report: dict = {"init": "empty", "pretest_days": self.n_pretest}
         if cfg.init_tree:
