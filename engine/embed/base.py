@@ -16,6 +16,7 @@ rows into an index.
 from __future__ import annotations
 
 import hashlib
+import threading
 from collections import OrderedDict
 from typing import Protocol, Sequence, runtime_checkable
 
@@ -70,17 +71,25 @@ def l2_normalise(x: np.ndarray, where: str = "vectors") -> np.ndarray:
     return np.ascontiguousarray(x / norms[:, None], dtype=np.float32)
 
 
+# Process-wide caches, by the ``shared`` name of the embedders that use them: (vectors, lock).
+_SHARED: dict[tuple, tuple[OrderedDict, threading.Lock]] = {}
+_SHARED_LOCK = threading.Lock()
+
+
 class CachedEmbedder:
     """Batching, hashing cache and output checks shared by every backend.
 
     ``cache_size`` bounds the number of cached vectors (LRU); 0 disables the cache.
+    ``shared`` names a process-wide cache that every embedder built with the same name
+    uses (a backend whose vector for a text does not depend on what else is in the batch,
+    e.g. all-MiniLM-L6-v2 on the CPU: every run of an experiment then embeds a text once).
     ``calls`` counts backend batch calls and ``embedded`` the texts actually sent.
     """
 
     name: str = "embedder"
     dim: int = 0
 
-    def __init__(self, *, dim: int, batch_size: int = 64, cache_size: int = 100_000):
+    def __init__(self, *, dim: int, batch_size: int = 64, cache_size: int = 100_000, shared: tuple | None = None):
         if dim <= 0:
             raise InputError(f"dim must be > 0, got {dim}")
         if batch_size <= 0:
@@ -90,7 +99,11 @@ class CachedEmbedder:
         self.dim = int(dim)
         self.batch_size = int(batch_size)
         self.cache_size = int(cache_size)
-        self._cache: OrderedDict[bytes, np.ndarray] = OrderedDict()
+        if shared is None:
+            self._cache, self._lock = OrderedDict(), threading.Lock()
+        else:
+            with _SHARED_LOCK:
+                self._cache, self._lock = _SHARED.setdefault(shared, (OrderedDict(), threading.Lock()))
         self.calls = 0
         self.embedded = 0
 
@@ -107,25 +120,27 @@ class CachedEmbedder:
             return out
         keys = [text_key(t) for t in texts]
         todo: dict[bytes, list[int]] = {}
-        for i, k in enumerate(keys):
-            hit = self._cache.get(k) if self.cache_size else None
-            if hit is not None:
-                self._cache.move_to_end(k)
-                out[i] = hit
-            else:
-                todo.setdefault(k, []).append(i)
+        with self._lock:
+            for i, k in enumerate(keys):
+                hit = self._cache.get(k) if self.cache_size else None
+                if hit is not None:
+                    self._cache.move_to_end(k)
+                    out[i] = hit
+                else:
+                    todo.setdefault(k, []).append(i)
         if todo:
             uniq = list(todo)
             for start in range(0, len(uniq), self.batch_size):
                 chunk = uniq[start : start + self.batch_size]
                 batch = [texts[todo[k][0]] for k in chunk]
                 vecs = self._checked_batch(batch)
-                for k, v in zip(chunk, vecs):
-                    out[todo[k]] = v
-                    if self.cache_size:
-                        self._cache[k] = v
-                        if len(self._cache) > self.cache_size:
-                            self._cache.popitem(last=False)
+                with self._lock:
+                    for k, v in zip(chunk, vecs):
+                        out[todo[k]] = v
+                        if self.cache_size:
+                            self._cache[k] = v
+                            while len(self._cache) > self.cache_size:
+                                self._cache.popitem(last=False)
         return out
 
     def _checked_batch(self, batch: list[str]) -> np.ndarray:
@@ -144,7 +159,8 @@ class CachedEmbedder:
             raise BackendError(str(exc)) from exc
 
     def clear_cache(self) -> None:
-        self._cache.clear()
+        with self._lock:
+            self._cache.clear()
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r}, dim={self.dim})"

@@ -89,11 +89,14 @@ class MiniLMEmbedder(CachedEmbedder):
 
     def __init__(self, *, runtime: str = "numpy", device: str = "cpu", batch_size: int = 64,
                  cache_size: int = 100_000):
-        super().__init__(dim=DIM, batch_size=batch_size, cache_size=cache_size)
         if runtime not in ("numpy", "torch"):
             raise InputError(f"runtime must be 'numpy' or 'torch', got {runtime!r}")
         if runtime == "numpy" and device != "cpu":
             raise InputError(f"device {device!r} needs runtime 'torch'; the numpy runtime runs on the CPU")
+        # The NumPy forward pass gives a text the same vector whatever else is in its batch (each text's
+        # attention runs on its own tokens; tested), so every run in the process shares one cache.
+        super().__init__(dim=DIM, batch_size=batch_size, cache_size=cache_size,
+                         shared=(MODEL_NAME, "numpy") if runtime == "numpy" else None)
         self.runtime = runtime
         self.device = device
         self.name = "all-MiniLM-L6-v2"

@@ -83,3 +83,28 @@ def test_numpy_runtime_imports_no_torch():
             "if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_numpy_vector_does_not_depend_on_its_batch(numpy_minilm):
+    """What lets every run of a process share one cache: a text's vector alone equals, bit for bit,
+    its vector among other texts of other lengths (the cache would otherwise make a run's vectors
+    depend on which runs came before it)."""
+    from engine.embed.minilm import load_numpy_encoder
+
+    enc = load_numpy_encoder()
+    together = enc.encode(VARIED)
+    alone = np.stack([enc.encode([t])[0] for t in VARIED])
+    assert np.array_equal(together, alone)
+
+
+def test_numpy_runs_share_one_cache(numpy_minilm):
+    from engine.embed import EmbedConfig, make_embedder
+
+    numpy_minilm.clear_cache()
+    numpy_minilm.embed(["shared across runs"])
+    other = make_embedder(EmbedConfig(backend="minilm", runtime="numpy"))  # a second run's embedder
+    before = other.embedded
+    np.testing.assert_array_equal(other.embed(["shared across runs"]), numpy_minilm.embed(["shared across runs"]))
+    assert other.embedded == before  # served from the process-wide cache
+    other.embed(["only the second run's text"])
+    assert other.embedded == before + 1
