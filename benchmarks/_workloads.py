@@ -103,6 +103,7 @@ def prophet_arena(method: str = "memrl", server: dict | None = None, questions: 
     task = ProphetArenaTask()
     exp = task.parse(cfg, SimpleNamespace(config_path=ROOT / "configs/prophet-arena.toml", out=None,
                                           executor="local", overrides=()))
+    task.prepare(exp)
     spec = _pick(task, exp, method, exp.seed)
     eps = task.episodes(exp, spec)
     plan = task.round_size(exp, spec)

@@ -50,6 +50,19 @@ SEED_LIMIT = 2**32  # seeds are NumPy generator seeds and Arrow int64 cells: 0 <
 ENGINE_KEYS = ("task", "title", "llm", "embed", "cluster")
 
 
+def split_tables(config: Mapping[str, Any], keys: Sequence[str], task: str) -> dict[str, Any]:
+    """The task's own top-level entries of ``config`` (those in ``keys``; the engine reads :data:`ENGINE_KEYS`).
+    A key that is neither the engine's nor the task's is an error listing the valid ones: the one split of a
+    config into the engine's part and a task's part."""
+    if not isinstance(config, Mapping):
+        raise ConfigError(f"config must be a table, got {type(config).__name__}")
+    unknown = sorted(set(config) - set(ENGINE_KEYS) - set(keys))
+    if unknown:
+        raise ConfigError(f"unknown top-level key(s) {', '.join(map(repr, unknown))} in the {task} config; "
+                          f"valid keys: {', '.join(sorted(set(ENGINE_KEYS) | set(keys)))}")
+    return {k: v for k, v in config.items() if k in keys and k not in ENGINE_KEYS}
+
+
 def check_seeds(seeds: Any, name: str = "seeds") -> list[int]:
     """A run's seeds: a non-empty list of distinct integers in ``[0, 2**32)`` (checked by ``--dry-run``, so a
     seed that NumPy or Arrow cannot hold fails before any work, not when the results are written)."""

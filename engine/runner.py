@@ -61,12 +61,29 @@ class Summary:
 
 
 class Task(Protocol):
-    """What a task gives the runner. ``exp`` is the task's parsed config (any object)."""
+    """What a task gives the engine: one module defines it as ``TASK`` (:mod:`engine.tasks` finds it by the
+    config's ``task`` value). ``exp`` is the task's parsed plan (any object), made once per run by :meth:`parse`."""
 
     name: str  # the config's ``task`` value
+    keys: tuple[str, ...]  # the task's own top-level config keys (the engine reads engine.config.ENGINE_KEYS)
+    policy: str  # "module:attr" of attr(llm_cfg) -> SimulatedPolicy, what backend = "simulated" answers with
+    default_metric: str  # the summary_rows field toe sweep plots by default
+    resume_overrides: Mapping[str, Any]  # --set overrides that make a killed run resumable (toe sweep adds them)
 
     def parse(self, config: Mapping[str, Any], options) -> Any:
-        """Validate every section of the raw config (overrides applied); ConfigError names what is wrong."""
+        """Validate every section of the raw config (overrides applied; the task's part taken with
+        ``engine.config.split_tables``) into the run's plan, reading data files but building no model, index or
+        sandbox; ConfigError names what is wrong. Called once per run."""
+        ...
+
+    def plan(self, exp, options) -> dict[str, Any]:
+        """What ``toe run --dry-run`` prints of the parsed plan: ``methods``, ``seeds``, ``episodes`` (counts),
+        ``model`` and ``checkpoint`` (folder or None)."""
+        ...
+
+    @staticmethod
+    def summary_rows(summary: dict) -> list[dict]:
+        """``summary.json`` as one flat record per method (``toe sweep`` tables, ``--track`` metrics)."""
         ...
 
     def runs(self, exp) -> list[RunSpec]:
@@ -108,7 +125,9 @@ class Task(Protocol):
         ...
 
     # optional: ``resolved(exp) -> {section: parsed dataclass or value}``, the task's own sections with every
-    # default filled in (:func:`resolved_config`); a task without it keeps its sections as given
+    # default filled in (:func:`resolved_config`); a task without it keeps its sections as given.
+    # optional: ``prepare(exp)``: build what the runs need beyond the plan (a search index, a sandbox check), once,
+    # before any run (a dry run does not call it).
 
 
 def _reported(update: Callable[[int], Any], options, key: str, total: int) -> Callable[[int], Any]:
@@ -131,7 +150,7 @@ def resolved_config(task: Task, exp, config: Mapping[str, Any], llm_cfg=None) ->
     ``[llm]`` section as the engine parsed them, the rest as given (overrides applied). ``config.toml`` in the
     run folder holds it, so ``toe run OUT/config.toml`` runs the same run."""
     from engine.config import to_dict
-    from engine.tasks import run_llm
+    from engine.run_options import run_llm
 
     sections: dict[str, Any] = {"llm": llm_cfg if llm_cfg is not None else run_llm(config, None)}
     resolved = getattr(task, "resolved", None)
@@ -165,15 +184,20 @@ def engine_line(label: str, stats: Mapping[str, Any]) -> str | None:
     return summary_line(label, engines, stats.get("episodes_per_s", 0.0)) if engines else None
 
 
-def run_task(task: Task, config: Mapping[str, Any], options) -> int:
-    """Run every run of ``task`` over the executor ``options`` name; write the run folder; print the tables."""
+def run_task(task: Task, config: Mapping[str, Any], options, exp: Any = None) -> int:
+    """Run every run of ``task`` over the executor ``options`` name; write the run folder; print the tables.
+    ``exp``: the task's parsed plan when the caller parsed it (:func:`engine.tasks.prepare`); else parsed here."""
     from engine.executor import make_executor, progress_bar
     from engine.run_folder import answered_by, run_folder, unmark_finished, write_records, write_run
 
-    from engine.tasks import with_engine_sections
+    from engine.run_options import with_engine_sections
 
     options = with_engine_sections(config, options)  # [cluster], [llm] parsed once (already, when the CLI called)
-    exp = task.parse(config, options)
+    if exp is None:
+        exp = task.parse(config, options)
+    prepare = getattr(task, "prepare", None)
+    if prepare is not None:  # what a run needs beyond the parsed plan (an index, a sandbox), built before any run
+        prepare(exp)
     out = run_folder(options)
     out.mkdir(parents=True, exist_ok=True)
     started_at = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")

@@ -1,153 +1,119 @@
-"""Which runner a config's ``task`` key selects for ``toe run``, and the run's resolved plan.
+"""Tasks: what a config's ``task`` key names, how a run's config is resolved, and ``toe run``'s entry.
 
-A task is a plug-in with four parts, found by name in :data:`TASKS`:
+A task is one module that defines ``TASK``, an object implementing :class:`engine.runner.Task`:
+how it parses its own top-level keys (``keys``) into a typed plan, the runs, methods and episode
+streams the one runner (:func:`engine.runner.run_task`) drives, its tables and plots, and what the
+rest of the engine asks of a task (its simulated policy, the metric a sweep plots, the overrides
+that make a killed run resumable, one flat record per method for sweeps and trackers). Nothing
+else registers a task:
 
-- ``runner``: ``run(config: dict, options: RunOptions) -> int``; it receives the
-  raw TOML dict (with ``--set`` overrides applied) and hands the task's
-  :class:`engine.runner.Task` to :func:`engine.runner.run_task`, the one runner
-  (methods x seeds over an executor, one run-folder layout);
-- ``keys``: the task's own top-level keys (sections and values);
-- ``plan``: ``plan(config, options) -> dict``: parses every one of the task's
-  sections, as the runner will, and says what would run (methods, seeds,
-  episode counts, checkpoint folder) without running anything;
-- ``policy``: ``"module:attr"`` naming ``attr(llm_cfg) -> SimulatedPolicy``, the
-  task's simulated policy that ``backend = "simulated"`` answers with
-  (:mod:`engine.llm.simulated`; a string, so it pickles for Ray workers).
+- the engine's own tasks are found by file, ``engine/<name>/task.py`` (task ``<name>``) or
+  ``engine/<package>/<name>_task.py`` (task ``<name>``, e.g. ``futurex``);
+- any other task by module path: ``task = "mylab.sudoku"`` imports ``mylab.sudoku`` and uses its
+  ``TASK`` (``task = "mylab.tasks:SUDOKU"`` names another attribute). docs/architecture.md shows one.
 
-:func:`resolve` is what ``toe run`` calls before every run and what ``--dry-run``
-prints: it checks the top-level keys (unknown ones are errors listing the valid
-ones, in every task), parses the engine's sections (``[llm]``, ``[embed]``,
-``[cluster]``) and the executor options, then the task's own sections. Modules
-are imported lazily so a task's optional dependencies load only when it runs;
-nothing here starts Ray or a model.
+:func:`prepare` is what ``toe run`` calls before every run and what ``--dry-run`` prints: it parses
+the engine's sections (``[llm]``, ``[cluster]``, ``[embed]``) and the executor options, then the task's
+own sections, once (``task.parse``); the parsed plan goes down to the runner, which does not parse
+again. Modules are imported lazily so a task's optional dependencies load only when it runs; nothing
+here starts Ray or a model.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.util
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from engine.config import ENGINE_KEYS  # the keys every task accepts; the engine parses them
 from engine.errors import ConfigError
+from engine.run_options import RunOptions, run_llm, with_engine_sections  # noqa: F401  (the CLI's and tasks' names)
+
+# What the engine reads from a task object (engine.runner.Task); load_task checks them.
+TASK_MEMBERS = ("name", "keys", "policy", "default_metric", "resume_overrides", "parse", "plan", "runs",
+                "make_method", "episodes", "round_size", "llm_factory", "checkpoint", "after_run", "summarize",
+                "report", "summary_rows")
 
 
-@dataclass(frozen=True)
-class TaskEntry:
-    runner: str  # "module:function"
-    plan: str  # "module:function"
-    keys: str  # "module:ATTRIBUTE" naming the task's own top-level keys
-    policy: str = ""  # "module:function" building the task's simulated policy from the [llm] config
+@functools.cache
+def builtin_tasks() -> dict[str, str]:
+    """The engine's own tasks, by file: ``{task name: module}``."""
+    root = Path(__file__).parent
+    found = {p.parent.name: f"engine.{p.parent.name}.task" for p in root.glob("*/task.py")}
+    found.update({p.stem.removesuffix("_task"): f"engine.{p.parent.name}.{p.stem}" for p in root.glob("*/*_task.py")})
+    return dict(sorted(found.items()))
 
 
-TASKS = {
-    "game24": TaskEntry("engine.game24.task:run", "engine.game24.plan:plan", "engine.game24.plan:KEYS",
-                        "engine.game24.simulated_policy:policy_for"),
-    "finance": TaskEntry("engine.finance.task:run", "engine.finance.plan:plan", "engine.finance.plan:KEYS",
-                         "engine.finance.simulated:policy_for"),
-    "forecast": TaskEntry("engine.forecast.task:run", "engine.forecast.plan:plan_prophet_arena",
-                          "engine.forecast.plan:PROPHET_ARENA_KEYS", "engine.forecast.simulated:policy_for"),
-    "generic": TaskEntry("engine.generic.task:run", "engine.generic.task:plan", "engine.generic.task:KEYS",
-                         "engine.generic.simulated:policy_for"),
-    "futurex": TaskEntry("engine.forecast.futurex_task:run", "engine.forecast.plan:plan_futurex",
-                         "engine.forecast.plan:FUTUREX_KEYS", "engine.forecast.simulated:policy_for"),
-}
+def _valid() -> str:
+    return ", ".join(builtin_tasks()) + ", or a module path defining TASK (e.g. \"mylab.sudoku\")"
 
 
-@dataclass(frozen=True)
-class RunOptions:
-    """Command-line options of ``toe run`` that are not part of the config file."""
-
-    config_path: Path
-    out: Path | None = None
-    executor: str = "local"  # "local" | "ray"
-    workers: int = 1
-    address: str | None = None
-    overrides: tuple[str, ...] = field(default_factory=tuple)
-    progress: bool = True
-    # called as each round finishes: (run key, episodes done in that run, its episodes), e.g. a live tracker
-    on_progress: Any = field(default=None, compare=False)
-    # the engine's sections, parsed once per run (with_engine_sections); None: not parsed yet
-    cluster: Any = None  # [cluster]: engine.executor.ClusterConfig
-    llm: Any = None  # [llm]: engine.llm.config.LLMConfig
-
-
-def with_engine_sections(config: Mapping[str, Any], options: RunOptions) -> RunOptions:
-    """``options`` carrying the config's ``[cluster]`` and ``[llm]`` parsed (once per run: the CLI parses them
-    before :func:`resolve`, the runner when called without them); the executors, the task and the run folder
-    read them from there (:func:`run_llm`) and never parse them again."""
-    if getattr(options, "cluster", None) is not None and getattr(options, "llm", None) is not None:
-        return options
-    import dataclasses
-    from types import SimpleNamespace
-
-    from engine.executor import settings
-    from engine.llm import config as llm_config
-
-    parsed = {"cluster": getattr(options, "cluster", None) or settings.parse_cluster(config),
-              "llm": getattr(options, "llm", None) or llm_config.load_llm_config(config.get("llm"))}
-    if dataclasses.is_dataclass(options):
-        return dataclasses.replace(options, **parsed)
-    return SimpleNamespace(**{**vars(options), **parsed})  # a caller's own options object
-
-
-def run_llm(config: Mapping[str, Any], options) -> Any:
-    """The run's ``[llm]`` (:class:`engine.llm.config.LLMConfig`): ``options.llm`` as parsed once per run, else
-    parsed from ``config`` (a caller that did not go through :func:`with_engine_sections`)."""
-    parsed = getattr(options, "llm", None)
-    if parsed is not None:
-        return parsed
-    from engine.llm import config as llm_config
-
-    return llm_config.load_llm_config(config.get("llm"))
-
-
-def _load(task: str, part: str):
-    if task not in TASKS:
-        raise ConfigError(f"unknown task {task!r}; valid tasks: {', '.join(sorted(TASKS))}")
-    module, _, attr = getattr(TASKS[task], part).partition(":")
+@functools.cache
+def load_task(name: str):
+    """The task object ``name`` selects (an engine task's name, or ``module`` / ``module:ATTR``)."""
+    if not isinstance(name, str) or not name:
+        raise ConfigError(f"task must be a task name, got {name!r}; valid tasks: {_valid()}")
+    builtin = builtin_tasks().get(name)
+    if builtin is None and "." not in name and ":" not in name:
+        raise ConfigError(f"unknown task {name!r}; valid tasks: {_valid()}")
+    module, _, attr = (builtin or name).partition(":")
     try:
         mod = importlib.import_module(module)
     except ModuleNotFoundError as exc:
-        if exc.name and exc.name.startswith(module.rsplit(".", 1)[0]):
-            raise ConfigError(f"task {task!r} is not available in this build ({module} missing)") from exc
+        if exc.name and module.startswith(exc.name):
+            raise ConfigError(f"task {name!r}: no module {exc.name!r} ({'not in this build' if builtin else 'not importable'})"
+                              ) from exc
         raise
-    return getattr(mod, attr)
-
-
-def runner_for(task: str):
-    return _load(task, "runner")
+    task = getattr(mod, attr or "TASK", None)
+    if task is None:
+        raise ConfigError(f"task {name!r}: module {module} defines no {attr or 'TASK'} (the task object)")
+    missing = [m for m in TASK_MEMBERS if not hasattr(task, m)]
+    if missing:
+        raise ConfigError(f"task {name!r}: {module}.{attr or 'TASK'} lacks {', '.join(missing)} "
+                          f"(engine.runner.Task)")
+    if builtin is not None and task.name != name:
+        raise ConfigError(f"{module}.TASK.name is {task.name!r}, but its file makes it task {name!r}")
+    return task
 
 
 def policy_of(task: str) -> str:
     """The task's simulated policy (``"module:attr"``), for ``make_backend(cfg, policy=...)``."""
-    if task not in TASKS:
-        raise ConfigError(f"unknown task {task!r}; valid tasks: {', '.join(sorted(TASKS))}")
-    return TASKS[task].policy
+    return load_task(task).policy
 
 
 def task_of(config: Mapping[str, Any], where: str = "config") -> str:
+    """The config's ``task`` value, checked (the task loads)."""
     task = config.get("task")
     if not isinstance(task, str):
-        raise ConfigError(f"{where}: missing top-level key task = " + " | ".join(f'"{t}"' for t in TASKS))
-    if task not in TASKS:
-        raise ConfigError(f"{where}: unknown task {task!r}; valid tasks: {', '.join(sorted(TASKS))}")
+        raise ConfigError(f"{where}: missing top-level key task = " + " | ".join(f'"{t}"' for t in builtin_tasks()))
+    try:
+        load_task(task)
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: {exc}") from exc
     return task
 
 
-def check_top_keys(config: Mapping[str, Any], task: str) -> None:
-    """Unknown top-level keys (a section or value the task does not read) are errors listing the valid ones."""
-    valid = set(ENGINE_KEYS) | set(_load(task, "keys"))
-    unknown = sorted(set(config) - valid)
-    if unknown:
-        raise ConfigError(f"unknown top-level key(s) {', '.join(map(repr, unknown))} in the {task} config; "
-                          f"valid keys: {', '.join(sorted(valid))}")
+@dataclass(frozen=True)
+class Prepared:
+    """A run's config, parsed once: the task, its parsed plan (``exp``, what ``task.parse`` returned) and the
+    resolved plan ``toe run --dry-run`` prints (``plan``)."""
+
+    task: Any
+    exp: Any
+    plan: dict
+    options: Any
 
 
 def resolve(config: Mapping[str, Any], options: RunOptions) -> dict[str, Any]:
-    """Validate the whole config (every section, every override) and the options; return the run's plan.
+    """The run's resolved plan (:func:`prepare`'s ``plan``)."""
+    return prepare(config, options).plan
+
+
+def prepare(config: Mapping[str, Any], options: RunOptions) -> Prepared:
+    """Validate the whole config (every section, every override) and the options, parsing each once; return the
+    task, its parsed plan and the resolved plan.
 
     The plan is a plain dict: ``task``, ``title``, ``methods``, ``seeds``, ``episodes``
     (task-specific counts), ``backend``, ``model``, ``executor``, ``workers``,
@@ -161,8 +127,7 @@ def resolve(config: Mapping[str, Any], options: RunOptions) -> dict[str, Any]:
 
     where = str(options.config_path)
     options = with_engine_sections(config, options)
-    task = task_of(config, where)
-    check_top_keys(config, task)
+    task = load_task(task_of(config, where))
     title = config.get("title", "")
     if not isinstance(title, str):
         raise ConfigError(f"title must be a string, got {title!r}")
@@ -171,16 +136,17 @@ def resolve(config: Mapping[str, Any], options: RunOptions) -> dict[str, Any]:
     if "simulated" in (answering.backend, answering.replay_backend if answering.replay_mode == "passthrough" else None):
         from engine.llm.simulated import load_policy
 
-        load_policy(policy_of(task), llm)  # the task's simulated policy, built as the runner will
+        load_policy(task.policy, llm)  # the task's simulated policy, built as the runner will
     from_dict(EmbedConfig, config.get("embed"), "embed")
     settings = executor_settings(options, config)
     if options.executor == "ray" and importlib.util.find_spec("ray") is None:
         from engine.errors import MissingExtraError
 
         raise MissingExtraError("ray", "cluster")
-    own = _load(task, "plan")(config, options)
-    return {
-        "task": task, "title": title, **own,
+    exp = task.parse(config, options)
+    own = task.plan(exp, options)
+    plan = {
+        "task": task.name, "title": title, **own,
         "backend": llm.backend if llm.backend != "replay" else f"replay of {llm.replay_path}",
         "model": own.get("model") or llm.model or "(backend default)",
         "executor": options.executor, "workers": options.workers, "address": options.address,
@@ -194,6 +160,16 @@ def resolve(config: Mapping[str, Any], options: RunOptions) -> dict[str, Any]:
         **({"extra_body": dict(llm.extra_body)} if llm.extra_body else {}),
         **({"metrics_url": llm.metrics_url} if llm.metrics_url else {}),
     }
+    return Prepared(task, exp, plan, options)
+
+
+def run(config: Mapping[str, Any], options: RunOptions, prepared: Prepared | None = None) -> int:
+    """Run the config's task (``toe run``): :func:`prepare` (unless given) then :func:`engine.runner.run_task` on the
+    parsed plan."""
+    from engine.runner import run_task
+
+    prepared = prepared or prepare(config, options)
+    return run_task(prepared.task, config, prepared.options, exp=prepared.exp)
 
 
 def format_plan(plan: Mapping[str, Any]) -> str:
@@ -211,25 +187,6 @@ def format_plan(plan: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
-# How each task's summary.json becomes one flat record per method (``toe sweep`` tables, ``--track``
-# metrics), the metric a sweep plots by default, and the overrides that make a killed run resumable.
-SUMMARY_ROWS = {
-    "game24": "engine.game24.report:summary_rows",
-    "finance": "engine.finance.report:summary_rows",
-    "forecast": "engine.forecast.metrics:summary_rows",
-    "futurex": "engine.forecast.futurex_metrics:summary_rows",
-    "generic": "engine.generic.task:summary_rows",
-}
-DEFAULT_METRIC = {"game24": "acc_any", "finance": "tsIC_20d_Exploitation", "forecast": "brier",
-                  "futurex": "accuracy", "generic": "accuracy"}
-RESUME_OVERRIDES = {"game24": {"protocol.checkpoint": True}, "finance": {"protocol.checkpoint": True},
-                    "forecast": {"run.checkpoint": True}, "futurex": {"run.checkpoint": True},
-                   "generic": {"protocol.checkpoint": True}}
-
-
 def summary_rows(task: str, summary: dict) -> list[dict]:
     """One flat record per method (``{"method": ..., metric: value, ...}``) from a run's summary.json."""
-    if task not in SUMMARY_ROWS:
-        raise ConfigError(f"unknown task {task!r}; valid tasks: {', '.join(sorted(SUMMARY_ROWS))}")
-    module, _, func = SUMMARY_ROWS[task].partition(":")
-    return getattr(importlib.import_module(module), func)(summary)
+    return load_task(task).summary_rows(summary)

@@ -18,7 +18,7 @@ from engine import tracking
 from engine.config import apply_overrides, load_toml
 from engine.errors import ConfigError
 from engine.run_folder import default_folder
-from engine.tasks import RunOptions, format_plan, resolve, runner_for, with_engine_sections
+from engine.tasks import RunOptions, format_plan, prepare, run, with_engine_sections
 
 
 def register(subparsers) -> None:
@@ -57,7 +57,8 @@ def _run(args) -> int:
         address=args.address, overrides=tuple(args.overrides), progress=args.progress,
     )
     options = with_engine_sections(data, options)  # [cluster] and [llm] parsed here, once for the whole run
-    plan = resolve(data, options)
+    prepared = prepare(data, options)  # the task's sections parsed here, once; the runner gets the parsed plan
+    plan = prepared.plan
     marker = finished_run(out)
     resumes = plan.get("checkpoint") is not None and Path(plan["checkpoint"]).is_dir()
     if args.json and not args.dry_run:
@@ -78,5 +79,7 @@ def _run(args) -> int:
             f"run folder {str(out)!r} already holds a finished run ({marker}); pass --out NEW_FOLDER, "
             f"or --overwrite to replace it")
     with tracking.tracked(args, data, out, plan["task"]) as live:  # no-op without --track
-        rc = runner_for(plan["task"])(data, replace(options, on_progress=live) if live else options)
+        if live:
+            prepared = replace(prepared, options=replace(prepared.options, on_progress=live))
+        rc = run(data, prepared.options, prepared)
     return rc

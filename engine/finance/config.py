@@ -9,12 +9,13 @@ and Pipe+MemRL), ``[sampling]`` (request parameters), ``[simulated_finance]``
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Mapping
 
 from engine.memory_budget import MemoryBudget
-from engine.config import ENGINE_KEYS, check, check_seeds, from_dict
+from engine.config import check, check_seeds, from_dict, split_tables
 from engine.templates import PromptsConfig, check_files
 from engine.errors import ConfigError
 from engine.finance.simulated import SimulatedFinanceParams
@@ -180,12 +181,12 @@ class FinanceConfig:
         check_seeds(list(self.seeds))
 
 
+KEYS = tuple(f.name for f in dataclasses.fields(FinanceConfig))  # the task's own top-level keys
+
+
 def load_finance_config(data: Mapping[str, Any]) -> FinanceConfig:
     """Build :class:`FinanceConfig` from a whole config dict (``task``, ``[llm]`` and ``[embed]`` are read elsewhere)."""
-    if not isinstance(data, Mapping):
-        raise ConfigError(f"config must be a table, got {type(data).__name__}")
-    own = {k: v for k, v in data.items() if k not in ENGINE_KEYS}  # the engine's are read elsewhere
-    cfg = from_dict(FinanceConfig, own, "")
+    cfg = from_dict(FinanceConfig, split_tables(data, KEYS, "finance"), "")
     check_files(cfg.prompts, "finance")
     if cfg.toe.init_tree and not Path(cfg.toe.init_tree).is_file():
         raise ConfigError(f"toe.init_tree must name a path CSV, got {cfg.toe.init_tree!r} (no such file)")

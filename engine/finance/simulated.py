@@ -285,7 +285,7 @@ def _rng(prompt: str, seed: int, sample: int, temperature: float) -> random.Rand
 
 
 def policy_for(llm_cfg) -> FinancePolicy:
-    """The policy of ``engine.tasks.TASKS["finance"].policy``: default parameters (the runner passes
+    """The policy of ``engine.finance.task.TASK.policy``: default parameters (the runner passes
     ``FinancePolicy(cfg.simulated_finance)``, the config's ``[simulated_finance]`` table)."""
     return FinancePolicy()
 

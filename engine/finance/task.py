@@ -18,7 +18,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from engine.finance.config import FinanceConfig
+from engine.finance.config import KEYS, FinanceConfig
 from engine.finance.methods import STAT_KEYS, StreamContext, stream_episodes
 from engine.runner import RunSpec, Summary
 
@@ -58,6 +58,10 @@ def tree_dir(spec: RunSpec) -> str:
 
 class FinanceTask:
     name = "finance"
+    keys = KEYS
+    policy = "engine.finance.simulated:policy_for"
+    default_metric = "tsIC_20d_Exploitation"
+    resume_overrides = {"protocol.checkpoint": True}
 
     def resolved(self, run: FinanceRun) -> dict:
         """The task's own sections with every default filled in (engine.runner.resolved_config)."""
@@ -72,7 +76,7 @@ class FinanceTask:
         from engine.finance import prompts as _prompts  # noqa: F401  (registers the finance prompts)
         from engine.finance.config import check_executor, load_finance_config
         from engine.finance.experiment import build_market, day_plan
-        from engine.tasks import run_llm
+        from engine.run_options import run_llm
 
         cfg = load_finance_config(config)
         check_executor(cfg, options)
@@ -84,6 +88,33 @@ class FinanceTask:
         n_channels = len(market.truth["channels"]) if market.truth else 0
         return FinanceRun(cfg, config, llm_cfg, market, plan, plan.days, embedder_from_table(config.get("embed")),
                           n_channels, sets, warning)
+
+    def plan(self, run: FinanceRun, options) -> dict[str, Any]:
+        from engine.finance.experiment import EXPERIENCE_METHODS
+        from engine.finance.simulated import MODEL_NAME
+        from engine.run_folder import run_folder
+
+        cfg, market, dp = run.cfg, run.market, run.plan
+        days = dp.evaluated
+        n_exp = sum(m in EXPERIENCE_METHODS for m in cfg.methods)
+        return {
+            "methods": list(cfg.methods), "seeds": list(cfg.seeds),
+            "episodes": {"data": cfg.data.source, "trading days": int(days.size),
+                         "evaluated": f"{market.dates[days[0]]}..{market.dates[days[-1]]}",
+                         "exploitation from": str(market.dates[days[dp.exploitation]]),
+                         "pre-test days": dp.n_pretest,
+                         "method-days in all": (int(days.size) * len(cfg.methods) + dp.n_pretest * n_exp) * len(cfg.seeds),
+                         "rounds per run": int(days.size) + (dp.n_pretest if n_exp else 0),
+                         "episodes per round": int(market.n_industries)},
+            "model": MODEL_NAME if run.llm_cfg.backend == "simulated" else run.llm_cfg.model,
+            "checkpoint": str(run_folder(options) / "checkpoint") if cfg.protocol.checkpoint else None,
+        }
+
+    @staticmethod
+    def summary_rows(summary: dict) -> list[dict]:
+        from engine.finance.report import summary_rows
+
+        return summary_rows(summary)
 
     def runs(self, run: FinanceRun) -> list[RunSpec]:
         return [RunSpec(m, s) for s in run.cfg.seeds for m in run.cfg.methods]
@@ -283,8 +314,4 @@ def _f(x) -> float | None:
     return None if not np.isfinite(x) else round(x, 6)
 
 
-def run(config: dict, options) -> int:
-    """``toe run`` for ``task = "finance"`` (engine.tasks.TASKS)."""
-    from engine.runner import run_task
-
-    return run_task(FinanceTask(), config, options)
+TASK = FinanceTask()

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from engine.config import check, from_dict
+from engine.config import check, from_dict, split_tables
 from engine.forecast.agent import MODES, AgentConfig
 from engine.forecast.evolution import EvolutionConfig
 from engine.forecast.evidence_memory import MemoryBaselinesConfig
@@ -94,10 +94,14 @@ class ForecastConfig:
     prompts: PromptsConfig = field(default_factory=PromptsConfig)  # the user's template files (docs/prompts.md)
 
 
+# The forecasting tasks' own top-level keys ([memory]: the budget every memory method shares, read into
+# [memory_baselines]).
+KEYS = ("data", "run", "agent", "subagent", "sandbox", "evolution", "memory_baselines", "memory", "prompts")
+
+
 def load_forecast_config(config: dict) -> ForecastConfig:
     """Validate the forecast sections of a whole config dict (``task``, ``title``, ``llm``, ``embed`` are read elsewhere)."""
-    sections = {k: config[k] for k in ("data", "run", "agent", "subagent", "sandbox", "evolution",
-                                            "memory_baselines", "prompts") if k in config}
+    sections = {k: v for k, v in split_tables(config, KEYS, "forecast").items() if k != "memory"}
     if "memory_baselines" in config or "memory" in config:  # [memory]: the budget every memory method shares
         from engine.forecast.evidence_memory import memory_baselines_table
 

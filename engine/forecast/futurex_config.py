@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from engine.config import check, from_dict
+from engine.config import check, from_dict, split_tables
 from engine.errors import ConfigError
 from engine.forecast.agent import AgentConfig
 from engine.forecast.config import RunConfig, SubagentConfig
@@ -77,8 +77,9 @@ def load_memory_baselines_config(config: dict):
 
 def load_futurex_config(config: dict) -> FutureXConfig:
     """Validate the FutureX sections of a whole config dict (``task``, ``title``, ``llm``, ``embed`` are read elsewhere)."""
-    sections = {k: config[k] for k in ("data", "run", "agent", "subagent", "sandbox", "evolution", "prompts")
-                if k in config}
+    from engine.forecast.config import KEYS
+
+    sections = {k: v for k, v in split_tables(config, KEYS, "futurex").items() if k not in ("memory", "memory_baselines")}
     if "data" not in sections:
         raise ConfigError("the futurex task needs a [data] table with path = <FutureX JSON/JSONL file> "
                           "(or path = \"example\" for the shipped format example)")

@@ -54,7 +54,7 @@ from engine.forecast.task import (NAMES, ForecastTask, answered, by_question, ev
 from engine.forecast.validation_metric import ValidationMetric
 from engine.rounds import Episode
 from engine.run_folder import run_folder
-from engine.runner import RunSpec, Summary, run_task
+from engine.runner import RunSpec, Summary
 
 TITLE = "ForeDreamer on FutureX"
 TOOL_MODES = ("foredreamer", "market_informed")
@@ -189,15 +189,30 @@ class FutureXRun:
     sandbox: dict | None = None
     ctx: ForecastContext | None = None
     llm_cfg: Any = None  # the run's [llm] (LLMConfig), parsed once
+    mb_cfg: Any = None  # [memory_baselines] when a memory method runs
 
 
 class FutureXTask(ForecastTask):
     name = "futurex"
+    default_metric = "accuracy"
+
+    @staticmethod
+    def summary_rows(summary: dict) -> list[dict]:
+        from engine.forecast.futurex_metrics import summary_rows
+
+        return summary_rows(summary)
+
+    def _uses_tools(self, exp) -> bool:
+        return bool(set(TOOL_MODES) & set(exp.cfg.run.methods))
+
+    def _counts(self, exp) -> dict[str, Any]:
+        n = len(exp.tasks)
+        return {"items": n if exp.cfg.data.path != EXAMPLE else f"{n} (fictional example)",
+                "evolution pool": len(exp.evo), "evaluation items per method": len(exp.evaluated)}
 
     def parse(self, config, options) -> FutureXRun:
-        from engine.embed import embedder_from_table
         from engine.forecast.run_support import use_prompts
-        from engine.tasks import run_llm
+        from engine.run_options import run_llm
 
         t0 = time.perf_counter()
         cfg = load_futurex_config(config)
@@ -212,25 +227,25 @@ class FutureXTask(ForecastTask):
         if {t.qid for t in evo} & {t.qid for t in ev}:
             raise AssertionError("the FutureX split put an item in both the pool and the evaluation")
         evaluated = ev[: cfg.run.max_questions] if cfg.run.max_questions else ev
-        exp = FutureXRun(dict(config), cfg, items_path, docs_path, tasks, evo, ev, evaluated, prompts_entry,
-                         prompts_warning, llm_cfg.seed, run_folder(options), t0, llm_cfg=llm_cfg)
-        if set(TOOL_MODES) & set(cfg.run.methods):  # MemTools run: the sandbox must work before any LLM call
-            from engine.forecast.sandbox import preflight
+        return FutureXRun(dict(config), cfg, items_path, docs_path, tasks, evo, ev, evaluated, prompts_entry,
+                          prompts_warning, llm_cfg.seed, run_folder(options), t0, llm_cfg=llm_cfg, mb_cfg=mb_cfg)
 
-            exp.sandbox = preflight(cfg.sandbox)
+    def _context(self, exp: FutureXRun) -> ForecastContext:
+        from engine.embed import embedder_from_table
+
+        cfg, config = exp.cfg, exp.config
         embedder = embedder_from_table(config.get("embed"))
-        corpus = load_futurex_documents(docs_path, embedder) if docs_path else FutureXCorpus()
+        corpus = load_futurex_documents(exp.docs_path, embedder) if exp.docs_path else FutureXCorpus()
         if cfg.data.search_provider:
             corpus = FutureXCorpus(corpus.docs, corpus.linked, None, load_search_provider(cfg.data.search_provider))
-        items = {t.qid: t for t in list(evo) + list(evaluated)}
-        exp.ctx = ForecastContext(
+        items = {t.qid: t for t in list(exp.evo) + list(exp.evaluated)}
+        return ForecastContext(
             task=self.name, agent=cfg.agent, subagent=cfg.subagent, sandbox=cfg.sandbox, evolution=cfg.evolution,
-            search=corpus, embedder=embedder, items=items, pools={"": [t.qid for t in evo]}, record=futurex_record,
+            search=corpus, embedder=embedder, items=items, pools={"": [t.qid for t in exp.evo]}, record=futurex_record,
             workspace=worker_path(cfg.run.workspace or exp.out / "workspace"), metric=FutureXAccuracy(corpus,
                                                                                               cfg.data.numeric_rel_tol),
-            runner_class=FutureXRunner, memory_baselines=mb_cfg, prompts=(worker_prompts(cfg.prompts), config.get("llm")),
-            rel_tol=cfg.data.numeric_rel_tol)
-        return exp
+            runner_class=FutureXRunner, memory_baselines=exp.mb_cfg,
+            prompts=(worker_prompts(cfg.prompts), config.get("llm")), rel_tol=cfg.data.numeric_rel_tol)
 
     def runs(self, exp) -> list[RunSpec]:
         return [RunSpec(m, exp.seed) for m in exp.cfg.run.methods]
@@ -343,6 +358,4 @@ class FutureXTask(ForecastTask):
         return "\n".join(lines), []
 
 
-def run(config: dict, options) -> int:
-    """``toe run`` for ``task = "futurex"``."""
-    return run_task(FutureXTask(), config, options)
+TASK = FutureXTask()

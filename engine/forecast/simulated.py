@@ -254,7 +254,7 @@ class ForecastPolicy(SimulatedPolicy):
 
 
 def policy_for(llm_cfg) -> ForecastPolicy:
-    """The policy of ``engine.tasks.TASKS["forecast"|"futurex"].policy`` (default noise model)."""
+    """The policy of ``ForecastTask.policy (engine.forecast.task)`` (default noise model)."""
     return ForecastPolicy()
 
 

@@ -36,13 +36,14 @@ from typing import Any, Sequence
 import numpy as np
 
 from engine.config import to_dict
+from engine.forecast.config import KEYS as FORECAST_KEYS
 from engine.errors import ConfigError
 from engine.forecast.evidence_memory import ROW_NAMES
 from engine.forecast.metrics import Row, format_table, reference_rows, score
 from engine.forecast.round_methods import ForecastContext, make_method, sequential
 from engine.rounds import Episode
 from engine.run_folder import run_folder
-from engine.runner import RunSpec, Summary, run_task
+from engine.runner import RunSpec, Summary
 
 TITLE = "ForeDreamer on Prophet Arena"
 NAMES = {"foredreamer": "ForeDreamer (seed guide, empty bank)", "full_text": "Full Text", "rag": "RAG",
@@ -140,10 +141,36 @@ class ProphetArenaRun:
     ctx: ForecastContext | None = None
     items: dict = field(default_factory=dict)
     llm_cfg: Any = None  # the run's [llm] (LLMConfig), parsed once
+    questions: list = field(default_factory=list)  # the questions of the configured categories
 
 
 class ForecastTask:
-    """What the forecasting tasks (Prophet Arena, FutureX) share: their methods, rounds, LLM and checkpoints."""
+    """What the forecasting tasks (Prophet Arena, FutureX) share: their keys, methods, rounds, LLM, checkpoints,
+    what is built before the runs and the dry run's plan."""
+
+    keys = FORECAST_KEYS
+    policy = "engine.forecast.simulated:policy_for"
+    resume_overrides = {"run.checkpoint": True}
+
+    def prepare(self, exp) -> None:
+        """Before any run: the sandbox checked (MemTools runs need it to work before any LLM call), then the
+        workers' context (embedder, search corpus). ``parse`` builds neither, so a dry run starts nothing."""
+        if exp.sandbox is None and self._uses_tools(exp):
+            from engine.forecast.sandbox import preflight
+
+            exp.sandbox = preflight(exp.cfg.sandbox)
+        if exp.ctx is None:
+            exp.ctx = self._context(exp)
+
+    def plan(self, exp, options) -> dict[str, Any]:
+        from engine.forecast.simulated import MODEL_NAME
+
+        llm = exp.llm_cfg
+        return {"methods": list(exp.cfg.run.methods), "seeds": [exp.seed],
+                "episodes": {**self._counts(exp), "evolve": exp.cfg.run.evolve,
+                             "workspace": exp.cfg.run.workspace or str(exp.out / "workspace")},
+                "model": MODEL_NAME if llm.backend == "simulated" else llm.model,
+                "checkpoint": str(exp.out / "checkpoint") if exp.cfg.run.checkpoint else None}
 
     def resolved(self, exp) -> dict:
         """The task's own sections with every default filled in (engine.runner.resolved_config);
@@ -175,12 +202,26 @@ class ForecastTask:
 
 class ProphetArenaTask(ForecastTask):
     name = "forecast"
+    default_metric = "brier"
+
+    @staticmethod
+    def summary_rows(summary: dict) -> list[dict]:
+        from engine.forecast.metrics import summary_rows
+
+        return summary_rows(summary)
+
+    def _uses_tools(self, exp) -> bool:
+        return bool(exp.evaluated) and any(m not in ROW_NAMES for m in exp.cfg.run.methods)
+
+    def _counts(self, exp) -> dict[str, Any]:
+        return {"questions loaded": len(exp.questions), "categories": len(exp.splits),
+                "held-out questions per method": len(exp.evaluated)}
 
     def parse(self, config, options) -> ProphetArenaRun:
         from engine.forecast.config import load_forecast_config
         from engine.forecast.data import category_splits, load_prophet_arena, train_ids_from_files
         from engine.forecast.run_support import use_prompts
-        from engine.tasks import run_llm
+        from engine.run_options import run_llm
 
         t0 = time.perf_counter()
         cfg = load_forecast_config(config)
@@ -194,21 +235,16 @@ class ProphetArenaTask(ForecastTask):
         eval_by_category = {s.category: (list(s.eval)[: cfg.run.max_questions] if cfg.run.max_questions
                                          else list(s.eval)) for s in splits}
         evaluated = [q for s in splits for q in eval_by_category[s.category]]
-        exp = ProphetArenaRun(dict(config), cfg, path, all_questions, splits, evaluated, eval_by_category,
-                              prompts_entry, prompts_warning, llm_cfg.seed, run_folder(options), t0,
-                              llm_cfg=llm_cfg)
-        if evaluated:
-            exp.ctx = self._context(exp, questions)
-            if any(m not in ROW_NAMES for m in cfg.run.methods):  # MemTools run: the sandbox must work first
-                from engine.forecast.sandbox import preflight
+        return ProphetArenaRun(dict(config), cfg, path, all_questions, splits, evaluated, eval_by_category,
+                               prompts_entry, prompts_warning, llm_cfg.seed, run_folder(options), t0,
+                               llm_cfg=llm_cfg, questions=questions)
 
-                exp.sandbox = preflight(cfg.sandbox)
-        return exp
-
-    def _context(self, exp: ProphetArenaRun, questions) -> ForecastContext:
+    def _context(self, exp: ProphetArenaRun) -> ForecastContext | None:
         from engine.embed import embedder_from_table
 
-        cfg = exp.cfg
+        if not exp.evaluated:
+            return None
+        cfg, questions = exp.cfg, exp.questions
         embedder = embedder_from_table(exp.config.get("embed"))
         if cfg.data.search == "sources":
             from engine.forecast.search import corpus_from_questions
@@ -446,6 +482,4 @@ def evolution_extras(method, run: RunSpec, out: Path) -> dict:
     return {"evolution": evolution}
 
 
-def run(config: dict, options) -> int:
-    """``toe run`` for ``task = "forecast"``."""
-    return run_task(ProphetArenaTask(), config, options)
+TASK = ProphetArenaTask()

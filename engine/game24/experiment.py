@@ -26,7 +26,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from engine.config import check, check_seeds, from_dict
+from engine.config import check, check_seeds, from_dict, split_tables
 from engine.errors import ConfigError
 
 from engine.game24.methods import (
@@ -40,8 +40,7 @@ from engine.memory_budget import MemoryBudget, load_budget
 from engine.rounds import Episode, request_seed
 from engine.templates import PromptsConfig, check_files
 
-TOP_KEYS = ("task", "title", "methods", "seeds", "protocol", "tot", "toe", "llm", "embed", "cluster", "report",
-            "prompts", "memory") + BASELINE_NAMES
+KEYS = ("methods", "seeds", "protocol", "tot", "toe", "report", "prompts", "memory") + BASELINE_NAMES  # the task's own
 
 
 @dataclass(frozen=True)
@@ -102,17 +101,13 @@ class Game24Experiment:
 
 def parse_config(config: Mapping[str, Any]) -> Game24Experiment:
     """Validate the raw TOML dict (after ``--set`` overrides); unknown keys list the valid ones."""
-    unknown = sorted(set(config) - set(TOP_KEYS))
-    if unknown:
-        raise ConfigError(f"unknown top-level key(s) {unknown} in the game24 config; valid keys: {sorted(TOP_KEYS)}")
-    if config.get("task", "game24") != "game24":
-        raise ConfigError(f"task must be 'game24' for this runner, got {config.get('task')!r}")
+    title = config.get("title", Game24Experiment.title)
+    config = split_tables(config, KEYS, "game24")
     methods = config.get("methods", ["tot", "toe"])
     if not isinstance(methods, list) or not all(isinstance(m, str) for m in methods):
         raise ConfigError(f"methods must be a list of method names, got {methods!r}")
     check_method_names(methods)
     seeds = check_seeds(config.get("seeds", [0]))
-    title = config.get("title", Game24Experiment.title)
     if not isinstance(title, str):
         raise ConfigError(f"title must be a string, got {title!r}")
     prompts = from_dict(PromptsConfig, config.get("prompts"), "prompts")

@@ -494,7 +494,7 @@ def _break(expr: str, nums, rng: random.Random) -> str:
 
 
 def policy_for(llm_cfg) -> Game24Policy:
-    """The policy ``backend = "simulated"`` answers with on this task (``engine.tasks.TASKS["game24"].policy``):
+    """The policy ``backend = "simulated"`` answers with on this task (``engine.game24.task.TASK.policy``):
     the error model of the config's ``[llm.simulated]`` table."""
     return Game24Policy(llm_cfg.simulated)
 

@@ -14,9 +14,10 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from engine.config import to_dict
-from engine.game24.experiment import (Game24Experiment, build_stream, episodes_for, heading, llm_factory,
+from engine.game24.experiment import (KEYS, Game24Experiment, build_stream, episodes_for, heading, llm_factory,
                                       method_table, notes, parse_config, row_labels, use_prompts)
 from engine.game24.methods import BASELINE_NAMES, EXPERIENCE_FREE, TOE_NAMES, make_method, toe_mode
+from engine.run_folder import run_folder
 from engine.runner import RunSpec, Summary
 
 
@@ -37,6 +38,10 @@ class Game24Run:
 
 class Game24Task:
     name = "game24"
+    keys = KEYS
+    policy = "engine.game24.simulated_policy:policy_for"
+    default_metric = "acc_any"
+    resume_overrides = {"protocol.checkpoint": True}
 
     def resolved(self, run: Game24Run) -> dict:
         """The task's own sections with every default filled in (engine.runner.resolved_config)."""
@@ -45,7 +50,7 @@ class Game24Task:
                 "tot": exp.tot, "report": exp.report, "prompts": exp.prompts, "memory": exp.memory}
 
     def parse(self, config, options) -> Game24Run:
-        from engine.tasks import run_llm
+        from engine.run_options import run_llm
 
         exp = parse_config(config)
         llm_cfg = run_llm(config, options)
@@ -58,6 +63,32 @@ class Game24Task:
         warm, test = build_stream(exp.protocol)
         learn = ("warmup", "test") if exp.protocol.learn_on_test else ("warmup",)
         return Game24Run(exp, config, llm_cfg, warm, test, learn, embedder, prompt_sets, warning)
+
+    def plan(self, run: Game24Run, options) -> dict[str, Any]:
+        exp = run.exp
+        for name in exp.methods:  # the method tables, as the runner's pre-flight builds them (hashing embedder)
+            make_method(name, None if name == "tot" else run.config.get(name), exp.tot, run.learn, None, exp.memory)
+        per_seed = {m: (len(run.test) if m in EXPERIENCE_FREE else len(run.warm) + len(run.test)) for m in exp.methods}
+        model = run.llm_cfg.model
+        if not model and run.llm_cfg.backend == "simulated":
+            from engine.game24.simulated_policy import MODEL_NAME
+
+            model = MODEL_NAME
+        return {
+            "methods": list(exp.methods), "seeds": list(exp.seeds),
+            "episodes": {"warm-up puzzles": len(run.warm), "test puzzles": len(run.test),
+                         "episodes per seed": " + ".join(f"{m} {n}" for m, n in per_seed.items()),
+                         "episodes in all": sum(per_seed.values()) * len(exp.seeds),
+                         "round size": exp.protocol.round_size},
+            "model": model,
+            "checkpoint": str(run_folder(options) / "checkpoint") if exp.protocol.checkpoint else None,
+        }
+
+    @staticmethod
+    def summary_rows(summary: dict) -> list[dict]:
+        from engine.game24.report import summary_rows
+
+        return summary_rows(summary)
 
     def runs(self, run: Game24Run) -> list[RunSpec]:
         return [RunSpec(m, s) for m in run.exp.methods for s in run.exp.seeds]
@@ -133,8 +164,4 @@ class Game24Task:
         return table, ["accuracy_vs_calls.png", "learning_curve.png"]
 
 
-def run(config: dict, options) -> int:
-    """``toe run`` for ``task = "game24"``: every method on the stream for every seed, through the one runner."""
-    from engine.runner import run_task
-
-    return run_task(Game24Task(), config, options)
+TASK = Game24Task()

@@ -44,5 +44,5 @@ class GenericPolicy(SimulatedPolicy):
 
 
 def policy_for(llm_cfg) -> GenericPolicy:
-    """``engine.tasks.TASKS["generic"].policy``."""
+    """``engine.generic.task.TASK.policy``."""
     return GenericPolicy()

@@ -26,7 +26,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from engine.config import check, check_seeds, from_dict, to_dict
+from engine.config import check, check_seeds, from_dict, split_tables, to_dict
 from engine.errors import ConfigError
 from engine.flex.tracking import PlateauRule, tracking_report
 from engine.generic.checkers import CheckerConfig, make_checker
@@ -96,11 +96,12 @@ class GenericRun:
 
 def parse(config: Mapping[str, Any], llm_cfg=None) -> GenericRun:
     """The generic task's config; ``llm_cfg``: the run's ``[llm]`` as parsed once (else parsed here)."""
-    from engine.tasks import run_llm
+    from engine.run_options import run_llm
 
-    unknown = sorted(set(config) - set(KEYS) - {"task", "title", "llm", "embed", "cluster"})
-    if unknown:
-        raise ConfigError(f"unknown top-level key(s) {unknown} in the generic config; valid keys: {sorted(KEYS)}")
+    title = config.get("title", "Generic task")
+    llm_cfg = llm_cfg if llm_cfg is not None else run_llm(config, None)
+    embed = config.get("embed")
+    config = split_tables(config, KEYS, "generic")
     methods = config.get("methods", list(METHODS))
     if not isinstance(methods, list) or not methods or any(m not in METHODS for m in methods):
         raise ConfigError(f"methods must be a non-empty list of {', '.join(METHODS)}, got {methods!r}")
@@ -111,25 +112,26 @@ def parse(config: Mapping[str, Any], llm_cfg=None) -> GenericRun:
     problems = load_problems(data.path)
     if data.limit:
         problems = problems[: data.limit]
-    title = config.get("title", "Generic task")
     if not isinstance(title, str):
         raise ConfigError(f"title must be a string, got {title!r}")
     return GenericRun(tuple(methods), tuple(seeds), data, from_dict(CheckerConfig, config.get("checker"), "checker"),
                       from_dict(ProtocolConfig, config.get("protocol"), "protocol"), load_budget(config),
                       from_dict(ReportConfig, config.get("report"), "report"),
-                      {m: dict(config.get(m) or {}) for m in MEMORY_METHODS}, problems,
-                      llm_cfg if llm_cfg is not None else run_llm(config, None),
-                      config.get("embed"), title)
+                      {m: dict(config.get(m) or {}) for m in MEMORY_METHODS}, problems, llm_cfg, embed, title)
 
 
 def llm_factory(llm_cfg, seed: int):
     from engine.llm.factory import BackendFactory
 
-    return BackendFactory(replace(llm_cfg, seed=seed), policy="engine.generic.simulated:policy_for")
+    return BackendFactory(replace(llm_cfg, seed=seed), policy=GenericTask.policy)
 
 
 class GenericTask:
     name = "generic"
+    keys = KEYS
+    policy = "engine.generic.simulated:policy_for"
+    default_metric = "accuracy"
+    resume_overrides = {"protocol.checkpoint": True}
 
     def resolved(self, run: GenericRun) -> dict:
         """The task's own sections with every default filled in (engine.runner.resolved_config)."""
@@ -137,12 +139,31 @@ class GenericTask:
                 "checker": run.checker, "protocol": run.protocol, "memory": run.memory, "report": run.report}
 
     def parse(self, config, options) -> GenericRun:
-        from engine.tasks import run_llm
+        from engine.run_options import run_llm
 
-        run = parse(config, run_llm(config, options))
-        for m in run.methods:  # a bad memory table fails before any run
+        return parse(config, run_llm(config, options))
+
+    def plan(self, run: GenericRun, options) -> dict[str, Any]:
+        """``toe run --dry-run``: every section parsed, the problems loaded, each memory built once, nothing run."""
+        for m in run.methods:  # a bad memory table fails here, as in the runner's pre-flight
             self.make_method(run, RunSpec(m, run.seeds[0]))
-        return run
+        out = run_folder(options)
+        model = run.llm_cfg.model
+        if not model and run.llm_cfg.backend == "simulated":
+            from engine.generic.simulated import MODEL_NAME
+
+            model = MODEL_NAME
+        return {"methods": list(run.methods), "seeds": list(run.seeds),
+                "episodes": {"problems": len(run.problems),
+                             "episodes in all": len(run.problems) * len(run.methods) * len(run.seeds),
+                             "round size": run.protocol.round_size},
+                "model": model, "checkpoint": str(out / "checkpoint") if run.protocol.checkpoint else None}
+
+    @staticmethod
+    def summary_rows(summary: dict) -> list[dict]:
+        """``summary.json`` as one flat record per method (``toe sweep``, ``--track``)."""
+        return [{"method": r["method"], "accuracy": r["accuracy"], "calls": r["calls"], "tokens": r["tokens"],
+                 "experience_tokens": r["experience_tokens"]} for r in summary.get("methods", [])]
 
     def runs(self, run: GenericRun) -> list[RunSpec]:
         return [RunSpec(m, s) for m in run.methods for s in run.seeds]
@@ -242,28 +263,4 @@ class GenericTask:
         return "\n".join(lines) + "\n", ["learning_curve.png"]
 
 
-def run(config: dict, options) -> int:
-    from engine.runner import run_task
-
-    return run_task(GenericTask(), config, options)
-
-
-def plan(config: Mapping[str, Any], options) -> dict[str, Any]:
-    """``toe run --dry-run``: every section parsed, the problems loaded, nothing run."""
-    r = GenericTask().parse(config, options)
-    out = run_folder(options)
-    model = r.llm_cfg.model
-    if not model and r.llm_cfg.backend == "simulated":
-        from engine.generic.simulated import MODEL_NAME
-
-        model = MODEL_NAME
-    return {"methods": list(r.methods), "seeds": list(r.seeds),
-            "episodes": {"problems": len(r.problems), "episodes in all": len(r.problems) * len(r.methods) * len(r.seeds),
-                         "round size": r.protocol.round_size},
-            "model": model, "checkpoint": str(out / "checkpoint") if r.protocol.checkpoint else None}
-
-
-def summary_rows(summary: dict) -> list[dict]:
-    """``summary.json`` as one flat record per method (``toe sweep``, ``--track``)."""
-    return [{"method": r["method"], "accuracy": r["accuracy"], "calls": r["calls"], "tokens": r["tokens"],
-             "experience_tokens": r["experience_tokens"]} for r in summary.get("methods", [])]
+TASK = GenericTask()

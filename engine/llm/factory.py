@@ -10,7 +10,7 @@ modelled vLLM engine that sleeps instead of computing (:mod:`engine.llm.server_m
 ``simulated`` answers through the policy the task supplies (``policy=``: a
 :class:`~engine.llm.simulated.SimulatedPolicy`, or a ``"module:attr"`` string
 naming ``attr(cfg) -> policy``, which pickles for Ray workers; each task's is
-``engine.tasks.TASKS[task].policy``). The engine itself knows no task.
+the task's ``policy``, engine.runner.Task). The engine itself knows no task.
 """
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ def _make(cfg: LLMConfig, policy=None) -> LLMBackend:
         if policy is None:
             raise ConfigError("llm.backend = 'simulated' answers through a task's simulated policy, and none was "
                               "given: pass make_backend(cfg, policy='module:attr') (each task's is "
-                              "engine.tasks.TASKS[task].policy, e.g. 'engine.game24.simulated_policy:policy_for')")
+                              "the task's ``policy`` (engine.runner.Task), e.g. 'engine.game24.simulated_policy:policy_for')")
         return SimulatedBackend(load_policy(policy, cfg), seed=cfg.seed, model=cfg.model or None)
     if cfg.backend == "openai":
         from engine.llm.openai_backend import OpenAIBackend

@@ -19,10 +19,10 @@ __all__ = ["Axis", "Combination", "Sweep", "SweepOptions", "parse_axis", "plan",
 def run_sweep(options: SweepOptions) -> int:
     """Plan, run what is unfinished, write the combined outputs; 0 when every run finished."""
     from engine.sweep import report
-    from engine.tasks import DEFAULT_METRIC
+    from engine.tasks import load_task
 
     sweep = plan(options)
-    metric = options.metric or DEFAULT_METRIC.get(sweep.task, "")
+    metric = options.metric or load_task(sweep.task).default_metric
     out = options.out
     keys = [a.key for a in options.axes]
     done = [r for r in sweep.runs if r.finished]

@@ -29,7 +29,7 @@ from engine.atomic_io import write_bytes as atomic_write_bytes
 from engine.config import apply_overrides, load_toml
 from engine.errors import ConfigError, MissingExtraError
 from engine.sweep.grid import Axis, Combination, combinations, lookup
-from engine.tasks import RESUME_OVERRIDES, TASKS
+from engine.tasks import load_task, task_of
 
 RUN_RECORD = "sweep_run.json"
 RUN_LOG = "run.log"
@@ -89,15 +89,13 @@ def plan(options: SweepOptions) -> Sweep:
     if not options.axes:
         raise ConfigError("toe sweep needs at least one --grid KEY=V1,V2,...")
     base = apply_overrides(load_toml(options.config_path), options.overrides)
-    task = base.get("task")
-    if task not in TASKS:
-        raise ConfigError(f"{options.config_path}: top-level key task must be one of {sorted(TASKS)}, got {task!r}")
+    task = task_of(base, str(options.config_path))
     clash = sorted({a.key for a in options.axes} & {o.partition("=")[0].strip() for o in options.overrides})
     if clash:
         raise ConfigError(f"key(s) {clash} given both as --grid and as --set; give each key once")
     if any(a.key == "task" for a in options.axes):
         raise ConfigError("--grid task=... is not supported: a sweep runs one task")
-    resume = [f"{k}={json.dumps(v)}" for k, v in RESUME_OVERRIDES.get(task, {}).items()
+    resume = [f"{k}={json.dumps(v)}" for k, v in load_task(task).resume_overrides.items()
               if lookup(base, k) is None]
     sweep = Sweep(options, task, base)
     for combo in combinations(options.axes, base):

@@ -12,7 +12,7 @@ pytest.importorskip("ray")
 import pyarrow.parquet as pq  # noqa: E402
 
 from engine.forecast.sandbox import sandbox_available  # noqa: E402
-from engine.tasks import RunOptions, runner_for  # noqa: E402
+from engine.tasks import RunOptions, run  # noqa: E402
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]
@@ -66,7 +66,7 @@ def test_ray_two_workers_equal_local(ray_cluster, tmp_path, task):
         out = tmp_path / executor
         opts = RunOptions(config_path=tmp_path / f"{task}.toml", out=out, executor=executor, workers=workers,
                           progress=False)
-        assert runner_for(task)(config, opts) == 0
+        assert run(config, opts) == 0
         got[executor] = _folder(out)
     assert got["ray"] == got["local"]
     records = got["local"][0]

@@ -9,7 +9,7 @@ pytest.importorskip("ray")
 
 import pyarrow.parquet as pq  # noqa: E402
 
-from engine.tasks import RunOptions, runner_for  # noqa: E402
+from engine.tasks import RunOptions, run  # noqa: E402
 
 pytestmark = [pytest.mark.ray]
 
@@ -30,7 +30,7 @@ def test_generic_ray_two_workers_equal_local(ray_cluster, tmp_path):
     for executor, workers in (("local", 1), ("ray", 2)):
         out = tmp_path / executor
         opts = RunOptions(config_path=tmp_path / "g.toml", out=out, executor=executor, workers=workers, progress=False)
-        assert runner_for("generic")(config, opts) == 0
+        assert run(config, opts) == 0
         got[executor] = _folder(out)
     assert got["ray"] == got["local"]
     assert any(r["n_retrieved"] > 0 for r in got["local"][0] if r["method"] == "flex")

@@ -67,6 +67,7 @@ def prophet_arena(folder: Path, method: str = "full_text"):
            "agent": {"top_k": 1}, "llm": {"backend": "simulated"}}
     task = ProphetArenaTask()
     exp = task.parse(cfg, SimpleNamespace(config_path=folder / "pa.toml", out=None, executor="local", overrides=()))
+    task.prepare(exp)
     spec = _pick(task, exp, method)
     eps = task.episodes(exp, spec)
     return (f"prophet-arena-{method}", lambda: task.make_method(exp, spec), eps, task.llm_factory(exp, spec),

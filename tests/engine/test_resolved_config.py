@@ -10,19 +10,10 @@ from engine.cli import main
 from engine.config import load_toml
 from engine.run_folder import write_config
 from engine.runner import resolved_config
-from engine.tasks import RunOptions
+from engine.tasks import RunOptions, load_task
 
 ROOT = Path(__file__).resolve().parents[2]
-TASKS = {"game24": ("engine.game24.task", "Game24Task"), "finance": ("engine.finance.task", "FinanceTask"),
-         "forecast": ("engine.forecast.task", "ProphetArenaTask"),
-         "futurex": ("engine.forecast.futurex_task", "FutureXTask"), "generic": ("engine.generic.task", "GenericTask")}
-
-
-def _task(name):
-    import importlib
-
-    module, cls = TASKS[name]
-    return getattr(importlib.import_module(module), cls)()
+_task = load_task
 
 
 @pytest.mark.parametrize("path", sorted((ROOT / "configs").glob("*.toml")), ids=lambda p: p.name)

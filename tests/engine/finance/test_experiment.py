@@ -12,7 +12,7 @@ from engine.cli import main as toe_main
 from engine.config import load_toml
 from engine.errors import ConfigError
 from engine.finance.config import load_finance_config
-from engine.finance.task import run
+from engine.tasks import run
 from engine.tasks import RunOptions
 
 REPO = Path(__file__).resolve().parents[3]

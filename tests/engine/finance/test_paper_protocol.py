@@ -17,7 +17,7 @@ from engine.finance.methods import PipeMemory, StreamContext, feedback, retained
 from engine.finance.report import relative_improvement
 from engine.finance.simulated import simulated_backend
 from engine.finance.synthetic import eval_days
-from engine.finance.task import run
+from engine.tasks import run
 from engine.finance.toe import PipeToE, _FastView, leader_clusters
 from engine.store import APPLIED, ExperienceStore, normalized_key
 from engine.tasks import RunOptions

@@ -5,7 +5,7 @@ import json
 from pathlib import Path
 
 from engine.flex.library import ExperienceLibrary
-from engine.game24.task import run
+from engine.tasks import run
 from engine.tasks import RunOptions
 
 

@@ -7,7 +7,7 @@ from engine.cli import main as toe_main
 from engine.config import load_toml
 from engine.errors import ConfigError
 from engine.forecast.config import load_forecast_config
-from engine.forecast.task import run
+from engine.tasks import run
 from engine.forecast.memtools import ProceduralStore
 from engine.tasks import RunOptions
 

@@ -16,7 +16,8 @@ from engine.forecast.agent import AgentConfig
 from engine.forecast.evolution import GuideTree
 from engine.forecast.futurex_config import load_futurex_config
 from engine.forecast.futurex_corpus import load_futurex_documents
-from engine.forecast.futurex_task import FutureXAccuracy, FutureXAgent, run
+from engine.forecast.futurex_task import FutureXAccuracy, FutureXAgent
+from engine.tasks import run
 from engine.forecast.futurex_metrics import accuracy_row, first_option_answer, reference_rows, uniform_expected
 from engine.forecast.futurex_tasks import (
     EXAMPLE_DOCS, EXAMPLE_ITEMS, QTYPES, answer_letters, futurex_split, is_correct, load_futurex_tasks, parse_task,

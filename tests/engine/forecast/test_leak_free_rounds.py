@@ -40,6 +40,7 @@ def _experiment(tmp_path, extraction="llm"):
            "llm": {"backend": "simulated"}}
     task = ProphetArenaTask()
     exp = task.parse(cfg, RunOptions(config_path=tmp_path / "pa.toml", out=tmp_path / "o"))
+    task.prepare(exp)
     return task, exp, task.runs(exp)[0]
 
 

@@ -18,7 +18,7 @@ from engine.forecast.memtools import ProceduralStore
 from engine.forecast.round_methods import EvolutionMethod, MemoryBaselineMethod, RolloutMethod, pack, unpack
 from engine.forecast.task import ProphetArenaTask
 from engine.runner import RunSpec
-from engine.tasks import RESUME_OVERRIDES, RunOptions
+from engine.tasks import RunOptions, load_task
 
 from .conftest import needs_bwrap
 
@@ -49,6 +49,7 @@ def test_episode_streams_and_round_sizes(pa_folder, tmp_path):
     task = ProphetArenaTask()
     exp = task.parse(load_toml(_toml(pa_folder, tmp_path)), RunOptions(config_path=tmp_path / "pa.toml",
                                                                        out=tmp_path / "o"))
+    task.prepare(exp)
     runs = task.runs(exp)
     assert runs == [RunSpec("foredreamer", 0, "Economics"), RunSpec("memrl", 0)]  # C.3: a run per category
     evo = task.episodes(exp, runs[0])
@@ -86,6 +87,7 @@ def test_evolution_method_snapshot_is_the_whole_experience(pa_folder, tmp_path):
     task = ProphetArenaTask()
     exp = task.parse(load_toml(_toml(pa_folder, tmp_path)), RunOptions(config_path=tmp_path / "pa.toml",
                                                                        out=tmp_path / "o"))
+    task.prepare(exp)
     run = task.runs(exp)[0]
     method = task.make_method(exp, run)
     assert isinstance(method, EvolutionMethod) and method.state is None
@@ -109,8 +111,8 @@ def state_bytes(method) -> bytes:
 
 
 def test_forecast_resume_overrides_exist():
-    assert RESUME_OVERRIDES["forecast"] == {"run.checkpoint": True}
-    assert RESUME_OVERRIDES["futurex"] == {"run.checkpoint": True}
+    assert load_task("forecast").resume_overrides == {"run.checkpoint": True}
+    assert load_task("futurex").resume_overrides == {"run.checkpoint": True}
 
 
 @needs_bwrap

@@ -423,7 +423,7 @@ def test_host_environment_is_not_visible(tmp_path, monkeypatch):
 
 def test_no_unsandboxed_fallback_and_error_before_any_llm_call(tmp_path, monkeypatch, pa_folder):
     from engine.forecast import sandbox
-    from engine.forecast.task import run
+    from engine.tasks import run
     from engine.tasks import RunOptions
 
     monkeypatch.setattr(sandbox, "_PROBE", [])

@@ -128,7 +128,7 @@ def test_firecrawl_scrapes_full_text_and_keeps_the_cutoff(server, monkeypatch):
 
 def test_prophet_arena_run_uses_the_configured_provider(server, monkeypatch, pa_folder, tmp_path, capsys):
     """Full Text reads the search results (C.4), here from the fake Tavily server."""
-    from engine.forecast.task import run
+    from engine.tasks import run
     from engine.tasks import RunOptions
 
     monkeypatch.setenv("TAVILY_API_KEY", "k")

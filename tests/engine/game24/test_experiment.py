@@ -10,7 +10,7 @@ import pytest
 from engine.config import load_toml
 from engine.errors import ConfigError
 from engine.game24.experiment import build_stream, episodes_for, parse_config
-from engine.game24.task import run
+from engine.tasks import run
 from engine.game24.methods import make_method
 from engine.llm.config import load_llm_config
 from engine.tasks import RunOptions

@@ -12,7 +12,7 @@ from engine import templates
 from engine.errors import ConfigError
 from engine.game24 import prompts as P
 from engine.game24.experiment import parse_config
-from engine.game24.task import run
+from engine.tasks import run
 from engine.tasks import RunOptions
 
 EXTRA = " Think it through before the last line."

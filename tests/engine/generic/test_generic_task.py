@@ -10,7 +10,7 @@ from engine.errors import ConfigError, InputError
 from engine.flex.library import ExperienceLibrary
 from engine.generic.checkers import CheckerConfig, make_checker
 from engine.generic.data import example_problems, load_problems, write_problems
-from engine.tasks import RunOptions, runner_for
+from engine.tasks import RunOptions, run
 
 SHIPPED = load_toml("configs/generic-example.toml")
 
@@ -19,7 +19,7 @@ def _run(config, out, **over):
     cfg = json.loads(json.dumps(config))
     for section, values in over.items():
         cfg[section] = {**cfg.get(section, {}), **values} if isinstance(values, dict) else values
-    assert runner_for("generic")(cfg, RunOptions(config_path=out / "c.toml", out=out, progress=False)) == 0
+    assert run(cfg, RunOptions(config_path=out / "c.toml", out=out, progress=False)) == 0
     return pq.read_table(out / "episodes.parquet").to_pylist(), json.loads((out / "summary.json").read_text())
 
 

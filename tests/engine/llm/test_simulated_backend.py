@@ -13,7 +13,7 @@ from engine.llm.base import MeteredBackend, Request, answered_by, answers_any_pr
 from engine.llm.config import LLMConfig
 from engine.llm.factory import make_backend
 from engine.llm.simulated import SimulatedBackend, SimulatedPolicy, apply_limits, prompt_text
-from engine.tasks import TASKS, policy_of
+from engine.tasks import builtin_tasks, load_task, policy_of
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -75,10 +75,10 @@ def test_make_backend_needs_the_tasks_policy():
     assert make_backend(cfg, policy=Echo()).generate([Request(prompt="x")])[0].model == "echo-v1"
 
 
-@pytest.mark.parametrize("task", sorted(TASKS))
+@pytest.mark.parametrize("task", sorted(builtin_tasks()))
 def test_each_task_supplies_a_policy(task):
     spec = policy_of(task)
-    assert spec == TASKS[task].policy and ":" in spec
+    assert spec == load_task(task).policy and ":" in spec
     b = make_backend(LLMConfig(backend="simulated", seed=2), policy=spec)
     assert isinstance(b, SimulatedBackend) and isinstance(b.policy, SimulatedPolicy)
     (r,) = b.generate([Request(prompt="hello", seed=1)])

@@ -98,7 +98,7 @@ def test_plan_errors_change_nothing(tiny, tmp_path):
         plan(SweepOptions(config_path=tiny, out=out, axes=()))
     bad = tmp_path / "bad.toml"
     bad.write_text('task = "nope"\n')
-    with pytest.raises(ConfigError, match="task must be one of"):
+    with pytest.raises(ConfigError, match="unknown task .nope.; valid tasks: finance"):
         plan(SweepOptions(config_path=bad, out=out, axes=(parse_axis("x=1,2"),)))
     assert not out.exists()
     sweep = plan(SweepOptions(**opts))

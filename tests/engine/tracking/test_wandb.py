@@ -96,13 +96,11 @@ def test_a_failed_wandb_run_exits_failed(offline, tmp_path, monkeypatch, capsys)
     import engine.cli.run as cli_run
     from engine.errors import BackendError
 
-    def runner(task):
-        def run(data, options):
-            options.on_progress("tot/0", 1, 2)
-            raise BackendError("the model went away")
-        return run
+    def run(data, options, prepared):
+        options.on_progress("tot/0", 1, 2)
+        raise BackendError("the model went away")
 
-    monkeypatch.setattr(cli_run, "runner_for", runner)
+    monkeypatch.setattr(cli_run, "run", run)
     folder = tmp_path / "wb"
     assert main(["run", str(offline), "--out", str(tmp_path / "run"), "--no-progress", "--track", "wandb",
                  "--track-uri", str(folder)]) == 1
