@@ -99,13 +99,28 @@ class CachedEmbedder:
         self.dim = int(dim)
         self.batch_size = int(batch_size)
         self.cache_size = int(cache_size)
-        if shared is None:
-            self._cache, self._lock = OrderedDict(), threading.Lock()
-        else:
-            with _SHARED_LOCK:
-                self._cache, self._lock = _SHARED.setdefault(shared, (OrderedDict(), threading.Lock()))
+        self._shared = shared
+        self._attach(OrderedDict())
         self.calls = 0
         self.embedded = 0
+
+    def _attach(self, own: OrderedDict) -> None:
+        """Use the process-wide cache named ``self._shared`` (else ``own``), with its lock."""
+        if self._shared is None:
+            self._cache, self._lock = own, threading.Lock()
+        else:
+            with _SHARED_LOCK:
+                self._cache, self._lock = _SHARED.setdefault(self._shared, (OrderedDict(), threading.Lock()))
+
+    def __getstate__(self) -> dict:  # a Ray worker gets the embedder: the lock stays; a shared cache is rejoined there
+        state = {k: v for k, v in self.__dict__.items() if k not in ("_cache", "_lock")}
+        state["_own"] = None if self._shared is not None else OrderedDict(self._cache)
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        own = state.pop("_own")
+        self.__dict__.update(state)
+        self._attach(own if own is not None else OrderedDict())
 
     # Backends implement this: raw vectors f4[len(texts), dim] (any norm).
     def _embed_batch(self, texts: list[str]) -> np.ndarray:  # pragma: no cover - abstract

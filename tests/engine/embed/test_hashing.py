@@ -127,3 +127,17 @@ def test_safetensors_reader_rejects_a_truncated_file(tmp_path):
     p.write_bytes((1000).to_bytes(8, "little") + b"{}")
     with pytest.raises(BackendError, match="header length 1000 does not fit a 10-byte file"):
         read_safetensors(p)
+
+
+def test_an_embedder_pickles_with_its_cache():
+    import pickle
+
+    from engine.embed import EmbedConfig, make_embedder
+
+    emb = make_embedder(EmbedConfig(backend="hashing"))
+    v = emb.embed(["kept in the cache"])
+    copy = pickle.loads(pickle.dumps(emb))
+    assert copy._cache is not emb._cache and len(copy._cache) == len(emb._cache) == 1
+    before = copy.embedded
+    np.testing.assert_array_equal(copy.embed(["kept in the cache"]), v)
+    assert copy.embedded == before

@@ -108,3 +108,14 @@ def test_numpy_runs_share_one_cache(numpy_minilm):
     assert other.embedded == before  # served from the process-wide cache
     other.embed(["only the second run's text"])
     assert other.embedded == before + 1
+
+
+def test_numpy_embedder_pickles_and_rejoins_the_shared_cache(numpy_minilm):
+    import pickle
+
+    numpy_minilm.embed(["sent to a worker"])
+    copy = pickle.loads(pickle.dumps(numpy_minilm))
+    assert copy._cache is numpy_minilm._cache  # the same process: the same cache
+    before = copy.embedded
+    np.testing.assert_array_equal(copy.embed(["sent to a worker"]), numpy_minilm.embed(["sent to a worker"]))
+    assert copy.embedded == before
