@@ -248,7 +248,8 @@ class FinanceMethod:
         return np.full(len(self.ctx.horizons), np.nan)
 
 
-def _stats_for(episodes) -> dict[int, dict]:
+def stats_for(episodes) -> dict[int, dict]:
+    """Per-industry prompt counters of a round's episodes (each method adds to them; they go into the records)."""
     return {e.payload[2]: defaultdict(int) for e in episodes}
 
 
@@ -274,7 +275,7 @@ class Baseline(FinanceMethod):
         nw = ctx.market.news
         day = int(self.days[j])
         cache = snapshot["sentiment"]
-        stats = _stats_for(episodes)
+        stats = stats_for(episodes)
         todo = [(k, e.payload[2]) for e in episodes for k in ctx.retained(e.payload[2], day)
                 if cache[k, e.payload[2]] == self.UNKNOWN]
         reqs = [ctx.request(P.sentiment_prompt(ctx.market.industries[i], nw.title[k], nw.content[k]),
@@ -315,7 +316,7 @@ class Pipe(FinanceMethod):
 
     def _day(self, snapshot, j, episodes, llm):
         day = int(self.days[j])
-        stats = _stats_for(episodes)
+        stats = stats_for(episodes)
         with_news = [e.payload[2] for e in episodes if self.ctx.retained(e.payload[2], day)]
         preds = self._predict(day, llm, with_news, lambda i: ((), ()), stats)
         return [EpisodeResult(e.episode_id, self._record(e, preds.get(e.payload[2], self._nan()),
@@ -419,7 +420,7 @@ class PipeMemory(FinanceMethod):
     def _day(self, snapshot, j, episodes, llm):
         ctx = self.ctx
         day = int(self.days[j])
-        stats = _stats_for(episodes)
+        stats = stats_for(episodes)
         reader = self.memory.reader({k[4:]: v for k, v in snapshot.items() if k.startswith("mem_")})
         # observations due tomorrow: one batch for the call's episodes
         due = {e.payload[2]: self._outcomes(snapshot, j, e.payload[2]) for e in episodes}

@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
@@ -60,13 +61,12 @@ import numpy as np
 
 from engine.finance import prompts as P
 from engine.finance.config import ToEConfig
-from engine.finance.methods import FinanceMethod, StreamContext, _stats_for
+from engine.finance.methods import FinanceMethod, StreamContext, stats_for
 from engine.finance.toe_index import prefix_index, prefix_index_writers, prefix_top, restore_prefix_index
 from engine.llm import structured as S
 from engine.rounds import EpisodeResult
 from engine.errors import StoreError
 from engine.store import PENDING, ExperienceStore, normalized_key
-from kernels import store_tree as KT
 
 
 _NONE = np.zeros(0, np.int64)  # shared empty update columns (never written to)
@@ -108,7 +108,8 @@ _EMPTY_UPDATES["fb_deltas"].flags.writeable = False
 
 
 class _FastView:
-    """The snapshot's store read without per-call validation, node texts decoded once per call.
+    """The snapshot's store read through its unchecked columns (:meth:`engine.store.StoreReader.columns`),
+    node texts decoded once per call.
 
     Ids come from the snapshot itself (already checked by the store that wrote them), so the
     hot path skips :class:`~engine.store.StoreView`'s boundary checks.
@@ -117,40 +118,38 @@ class _FastView:
     def __init__(self, view, texts: dict | None = None, dirs: dict | None = None,
                  factor_into: dict[int, int] | None = None):
         self.factor_into = factor_into or {}  # merged factor nodes are hidden and resolve to their target
-        self._nodes, self._exp, self._block = view._nodes, view._exp, view._block
-        self._pk = view._pk_table
-        self._buf = view._text
+        cols = self.cols = view.columns()
+        self.nodes, exp = cols.nodes, cols.experiences
         self.H = view.n_horizons
-        self.active = view._exp["active"]
-        self.merged_into = view._exp["merged_into"]
-        self.reliability = view._block[:, : self.H]
-        self._ends = view._nodes["text_end"]
-        self._leaf = view._exp["path"][:, -1]  # an experience's direction node (fixed once the row exists)
+        self.active = exp["active"]
+        self.merged_into = exp["merged_into"]
+        self.reliability, self.hit = cols.reliability, cols.hit
+        self._ends = self.nodes["text_end"]
+        self._paths = exp["path"]
+        self._leaf = exp["path"][:, -1]  # an experience's direction node (fixed once the row exists)
         # decoded texts by (node, end of its bytes): the text buffer only grows, so a key never changes
         # meaning and the cache may outlive one snapshot (the method keeps it across rounds)
         self._texts: dict[tuple[int, int], str] = {} if texts is None else texts
         self._dirs: dict[tuple[int, int, int], np.ndarray] = {} if dirs is None else dirs
-        self._n_inactive = int(view.n_experiences - np.count_nonzero(self.active[: view.n_experiences]))
+        self._n_inactive = int(view.n_experiences - np.count_nonzero(self.active))
 
     def node_text(self, nid: int) -> str:
         ends = self._ends
         key = (nid, ends.item(nid))
         t = self._texts.get(key)
         if t is None:
-            start = 0 if nid == 0 else ends.item(nid - 1)
-            t = self._texts[key] = self._buf[start: key[1]].tobytes().decode("utf-8")
+            t = self._texts[key] = self.cols.text_of(nid)
         return t
 
     def find(self, parent: int, key: int) -> int:
-        nd = self._nodes
-        n = int(KT.pk_find(self._pk, nd["parent"], nd["key"], int(parent), np.uint64(key)))
+        n = self.cols.find(parent, key)
         while n in self.factor_into:
             n = self.factor_into[n]
         return n
 
     def children(self, nid: int) -> list[int]:
         """Children in insertion order (a Python walk: faster than a compiled call for a few)."""
-        first, nxt = self._nodes["first_child"], self._nodes["next_sibling"]
+        first, nxt = self.nodes["first_child"], self.nodes["next_sibling"]
         out, c = [], first.item(nid)
         while c >= 0:
             if c not in self.factor_into:
@@ -159,7 +158,7 @@ class _FastView:
         return out
 
     def path_texts(self, eid: int) -> list[str]:
-        return [self.node_text(v) for v in self._exp["path"][eid].tolist() if v >= 0]
+        return [self.node_text(v) for v in self._paths[eid].tolist() if v >= 0]
 
     def leaf_texts(self, eids: np.ndarray) -> list[str]:
         """The direction text of each experience row in ``eids``."""
@@ -171,15 +170,31 @@ class _FastView:
             return _NONE
         # the rows under a node change only when it gains a child or a row turns inactive (a merge;
         # rows never turn active again), so this key names one answer and the cache outlives a snapshot
-        key = (fnode, self._nodes["last_child"].item(fnode), self._n_inactive)
+        key = (fnode, self.nodes["last_child"].item(fnode), self._n_inactive)
         d = self._dirs.get(key)
         if d is None:
-            eids = self._nodes["eid"][self.children(fnode)]
+            eids = self.nodes["eid"][self.children(fnode)]
             eids = eids[eids >= 0]
             d = eids[self.active[eids]] if eids.size else _NONE
             d.flags.writeable = False
             self._dirs[key] = d
         return d
+
+
+@dataclass(eq=False)
+class _Item:
+    """One (news, industry) pair of a day's tree work: its factor, then what retrieval and the reranker gave."""
+
+    news: int
+    industry: int
+    factor: str
+    factor_node: int  # the factor's node in the snapshot's store; -1: a factor new today
+    factor_key: int
+    candidates: list[int] = field(default_factory=list)  # retrieved experience rows, creation order
+    listed: list[tuple[int, str]] = field(default_factory=list)  # (row, direction text) shown to the reranker
+    selected: list[int] = field(default_factory=list)  # the reranker's choice, or [the proposal]
+    by_proposer: bool = False  # the selection is the proposer's (else the reranker's, from retrieval)
+    proposal: int | None = None  # the proposed direction's reference
 
 
 class _Overlay:
@@ -202,19 +217,19 @@ class _Overlay:
         self.factor_text: dict[int, str] = {}  # factor key -> first spelling (new factor nodes)
         self.fnode_of: dict[int, tuple[int, int]] = {}  # new direction ref -> (factor node or -1, factor key)
         self.merged_into = view.merged_into
-        self.block = view._block
+        self.reliability, self.hits_of = view.reliability, view.hit
 
     def qrow(self, ref: int) -> np.ndarray:
         if ref in self.q:
             return self.q[ref]
         if ref < 0:
             return np.full(self.H, self.q0)
-        return self.block[ref, : self.H]  # a read-only float64 view of the snapshot (callers copy to change it)
+        return self.reliability[ref]  # a read-only float64 view of the snapshot (callers copy to change it)
 
     def hits(self, ref: int) -> float:
         if ref in self.hit:
             return self.hit[ref]
-        return 0.0 if ref < 0 else float(self.block[ref, self.H])
+        return 0.0 if ref < 0 else float(self.hits_of[ref])
 
     def resolve(self, ref: int) -> int:
         while True:
@@ -341,20 +356,20 @@ class PipeToE(FinanceMethod):
         store = {k[6:]: v for k, v in snapshot.items() if k.startswith("store_")}
         view = _FastView(ExperienceStore.from_snapshot(store), self._text_cache, self._dir_cache,
                          dict(zip(snapshot["factor_from"].tolist(), snapshot["factor_to"].tolist())))
-        stats = _stats_for(episodes)
-        ov = {e.payload[2]: _Overlay(view, self.ctx.horizons, self.cfg.q0, self.cfg.q_min, self.cfg.q_max)
+        stats = stats_for(episodes)
+        overlays = {e.payload[2]: _Overlay(view, self.ctx.horizons, self.cfg.q0, self.cfg.q_min, self.cfg.q_max)
               for e in episodes}
-        ups = {e.payload[2]: {} for e in episodes}
+        updates = {e.payload[2]: {} for e in episodes}
         if self.update == "llm":
-            self._llm_feedback(snapshot, view, j, episodes, llm, stats, ov, ups)
+            self._llm_feedback(snapshot, view, j, episodes, llm, stats, overlays, updates)
         day = int(self.days[j])
         industries = [e.payload[2] for e in episodes if self.ctx.retained(e.payload[2], day)]
-        lines, used = self._structure(snapshot, view, day, industries, llm, stats, ov, ups)
+        lines, used = self._structure(snapshot, view, day, industries, llm, stats, overlays, updates)
         preds = self._predict(day, llm, industries, lambda i: (tuple(lines[i]), ()), stats)
         out = []
         for e in episodes:
             i = e.payload[2]
-            u = {**_EMPTY_UPDATES, **ups[i]}  # every key present, empty where the episode changed nothing
+            u = {**_EMPTY_UPDATES, **updates[i]}  # every key present, empty where the episode changed nothing
             if used.get(i):
                 u["used"] = np.array(used[i], dtype=np.int64)
             s = preds[i] if i in preds else self._nan()
@@ -362,7 +377,7 @@ class PipeToE(FinanceMethod):
         return out
 
     # ------------------------------------------------------------------ stages
-    def _llm_feedback(self, snapshot, view, j, episodes, llm, stats, ov, ups) -> None:
+    def _llm_feedback(self, snapshot, view, j, episodes, llm, stats, overlays, updates) -> None:
         """LLM-based updater (eq. (10)): one UPDATE prompt per (prediction, horizon) due today."""
         ctx = self.ctx
         day = int(self.days[j])
@@ -382,7 +397,7 @@ class PipeToE(FinanceMethod):
                 d0 = int(self.days[j0])
                 a = float(snapshot["ledger_action"][rs[0]])
                 o = float(alpha[i, d0, hc])
-                refs = [ov[i].resolve(int(snapshot["ledger_eid"][r])) for r in rs]
+                refs = [overlays[i].resolve(int(snapshot["ledger_eid"][r])) for r in rs]
                 exps = [(eid, tuple(view.path_texts(eid)), float(view.reliability[eid, hc]))
                         for eid in dict.fromkeys(refs)]
                 prompt = P.update_prompt(ctx.market.industries[i], ctx.date(d0), ctx.horizons[hc], a, o, a * o, exps)
@@ -405,13 +420,13 @@ class PipeToE(FinanceMethod):
                 if ref in seen:  # the store applies one update per (entry, experience): see ExperienceStore.resolve
                     continue
                 seen.add(ref)
-                q = ov[i].qrow(ref).copy()
+                q = overlays[i].qrow(ref).copy()
                 q[hc] = min(max(q[hc] + d_of[ref], self.cfg.q_min), self.cfg.q_max)
-                ov[i].q[ref] = q
+                overlays[i].q[ref] = q
         for e in episodes:
             i = e.payload[2]
-            ups[i]["fb_entries"] = np.asarray(entries[i], dtype=np.int64)
-            ups[i]["fb_deltas"] = np.asarray(deltas[i], dtype=np.float64)
+            updates[i]["fb_entries"] = np.asarray(entries[i], dtype=np.int64)
+            updates[i]["fb_deltas"] = np.asarray(deltas[i], dtype=np.float64)
 
     def _candidates(self, view, fnode: int, news_vec: np.ndarray) -> np.ndarray:
         """Retrieval under the (industry, factor) prefix (ToE appendix, "Hyperparameters"): the first level
@@ -433,116 +448,139 @@ class PipeToE(FinanceMethod):
         order = np.sort(order[sims[order] >= self.cfg.lam])
         return eids[order]
 
-    def _structure(self, snapshot, view, day, industries, llm, stats, ov, ups):
-        ctx = self.ctx
-        nw = ctx.market.news
-        route = snapshot["route"]
-        pairs = [(k, i) for i in industries for k in ctx.retained(i, day)]
-        # routing: uncached pairs, one batch
-        todo = [(k, i) for k, i in pairs if route[k, i] < 0]
+    def _structure(self, snapshot, view, day, industries, llm, stats, overlays, updates):
+        """The day's tree work (ToE's "Retrieval, Rerank, Propose, Merge"): route the new (news, industry) pairs
+        to factors, retrieve and rerank (or propose) directions per pair, merge what was created, then count
+        the hits; returns each industry's experience lines for its prompt and the experiences it used."""
+        pairs = [(k, i) for i in industries for k in self.ctx.retained(i, day)]
+        routed = self._route(snapshot, view, pairs, llm, stats, updates)
+        items = self._locate(snapshot, view, pairs, routed, overlays)
+        self._retrieve(view, items, stats)
+        created = self._rerank(view, day, items, llm, stats, overlays)
+        if self.cfg.merge:
+            self._merge_new(view, industries, llm, stats, overlays, updates, created)
+        return self._use(view, day, items, industries, stats, overlays, updates)
+
+    def _route(self, snapshot, view, pairs, llm, stats, updates) -> dict[tuple[int, int], str]:
+        """One ROUTE prompt per pair not routed before (a pair keeps its factor for good); the factor each names."""
+        ctx, news = self.ctx, self.ctx.market.news
+        todo = [(k, i) for k, i in pairs if snapshot["route"][k, i] < 0]
         reqs = []
         for k, i in todo:
-            name = ctx.market.industries[i]
             known = [view.node_text(c) for c in view.children(int(self.industry_node[i]))]
             factors = list(dict.fromkeys(list(self.cfg.factors) + known))
-            reqs.append(ctx.request(P.route_prompt(name, factors, nw.title[k], nw.content[k]), f"{self.name}:route:{k}",
-                                    S.FINANCE_ROUTE))
+            reqs.append(ctx.request(P.route_prompt(ctx.market.industries[i], factors, news.title[k], news.content[k]),
+                                    f"{self.name}:route:{k}", S.FINANCE_ROUTE))
         routed: dict[tuple[int, int], str] = {}
         for (k, i), texts in zip(todo, self._generate(llm, reqs, "route", [stats[i] for _, i in todo])):
-            f = P.parse_route(texts[0] if texts else "")
-            if f is None:
+            factor = P.parse_route(texts[0] if texts else "")
+            if factor is None:
                 stats[i]["parse_failures"] += 1
-                f = self.cfg.factors[0]
-            routed[(k, i)] = f
+                factor = self.cfg.factors[0]
+            routed[(k, i)] = factor
         if self.cfg.merge and self.cfg.merge_factors:
             self._merge_factors(view, llm, stats, routed)
-        for i in industries:
+        for i in dict.fromkeys(i for _, i in pairs):
             mine = [(k, f) for (k, ii), f in routed.items() if ii == i]
             if mine:  # else the shared empty arrays (_EMPTY_UPDATES)
-                ups[i]["route_news"] = np.array([k for k, _ in mine], dtype=np.int64)
-                ups[i]["route_factor"] = np.array([f for _, f in mine], dtype=str)
+                updates[i]["route_news"] = np.array([k for k, _ in mine], dtype=np.int64)
+                updates[i]["route_factor"] = np.array([f for _, f in mine], dtype=str)
+        return routed
 
-        # retrieval + rerank/propose: one RERANK prompt per (news, industry)
-        news_vecs = ctx.embedder.embed([ctx.news_text(k) for k, _ in pairs]) if pairs else None
-        reqs, meta = [], []
-        recall: dict[int, list[int]] = defaultdict(list)
-        for jj, (k, i) in enumerate(pairs):
-            name = ctx.market.industries[i]
+    def _locate(self, snapshot, view, pairs, routed, overlays) -> list[_Item]:
+        """Each pair's factor: its node in the store (-1: a factor new today) and key."""
+        items = []
+        for k, i in pairs:
             if (k, i) in routed:
                 factor = routed[(k, i)]
-                fkey = normalized_key(_collapse(factor))
-                fnode = view.find(int(self.industry_node[i]), fkey)
-                if fnode < 0:
-                    ov[i].factor_text.setdefault(fkey, _collapse(factor))
+                factor_key = normalized_key(_collapse(factor))
+                factor_node = view.find(int(self.industry_node[i]), factor_key)
+                if factor_node < 0:
+                    overlays[i].factor_text.setdefault(factor_key, _collapse(factor))
             else:
-                fnode = int(route[k, i])
-                factor = view.node_text(fnode)
-                fkey = int(view._nodes["key"][fnode])
-            cands = (self._candidates(view, fnode, news_vecs[jj]) if fnode >= 0 and self.retrieval
-                     else np.zeros(0, np.int64))
-            ids = cands.tolist()
-            stats[i]["items"] += 1
-            stats[i]["retrieved_items"] += bool(ids)
-            stats[i]["candidates"] += len(ids)
-            recall[i].extend(ids)
-            listed = list(zip(ids, view.leaf_texts(cands)))
-            reqs.append(ctx.request(P.rerank_prompt(name, factor, nw.title[k], nw.content[k], listed),
-                                    f"{self.name}:rerank:{day}:{k}", S.finance_rerank(ids)))
-            meta.append((k, i, fnode, fkey, ids))
-        selected: list[list[int]] = []
-        proposed: list[bool] = []  # per item: its selection is the proposer's (else the reranker's, from retrieval)
-        created: dict[int, list[int]] = defaultdict(list)
-        proposal_recall: dict[int, list[int]] = defaultdict(list)
-        for (k, i, fnode, fkey, ids), texts in zip(meta, self._generate(llm, reqs, "rerank",
-                                                                          [stats[m[1]] for m in meta])):
-            ans = P.parse_rerank(texts[0] if texts else "", ids)
-            if ans is None:
-                stats[i]["parse_failures"] += 1
-                selected.append([])
-                proposed.append(False)
-                continue
-            sel, new = ans
-            proposed.append(not sel and bool(new))
-            if not sel and new:  # the proposer: at most one new direction, only when none fits
-                ref, is_new = self._propose(view, ov[i], fnode, fkey, new)
-                stats[i]["proposals"] += 1
-                if is_new:
-                    created[i].append(ref)
-                proposal_recall[i].append(ref)  # a proposed path is a candidate too: hit never exceeds recall
-                sel = [ref]
-            selected.append(sel)
-        if self.cfg.merge:
-            self._merge_new(view, industries, llm, stats, ov, ups, created)
+                factor_node = int(snapshot["route"][k, i])
+                factor = view.node_text(factor_node)
+                factor_key = int(view.nodes["key"][factor_node])
+            items.append(_Item(k, i, factor, factor_node, factor_key))
+        return items
 
-        # hits (once per news item that selects the experience) and the prediction's experience lines
+    def _retrieve(self, view, items: list[_Item], stats) -> None:
+        """Each item's candidates under its (industry, factor) prefix (:meth:`_candidates`), counted."""
+        news_vecs = self.ctx.embedder.embed([self.ctx.news_text(it.news) for it in items]) if items else None
+        for j, it in enumerate(items):
+            found = (self._candidates(view, it.factor_node, news_vecs[j]) if it.factor_node >= 0 and self.retrieval
+                     else np.zeros(0, np.int64))
+            it.candidates = found.tolist()
+            it.listed = list(zip(it.candidates, view.leaf_texts(found)))
+            st = stats[it.industry]
+            st["items"] += 1
+            st["retrieved_items"] += bool(it.candidates)
+            st["candidates"] += len(it.candidates)
+
+    def _rerank(self, view, day, items: list[_Item], llm, stats, overlays) -> dict[int, list[int]]:
+        """One RERANK prompt per item: the candidates it selects, else at most one proposed direction (ToE's
+        proposer, only when none fits); returns the directions created per industry."""
+        ctx, news = self.ctx, self.ctx.market.news
+        reqs = [ctx.request(P.rerank_prompt(ctx.market.industries[it.industry], it.factor, news.title[it.news],
+                                            news.content[it.news], it.listed),
+                            f"{self.name}:rerank:{day}:{it.news}", S.finance_rerank(it.candidates)) for it in items]
+        created: dict[int, list[int]] = defaultdict(list)
+        for it, texts in zip(items, self._generate(llm, reqs, "rerank", [stats[it.industry] for it in items])):
+            answer = P.parse_rerank(texts[0] if texts else "", it.candidates)
+            if answer is None:
+                stats[it.industry]["parse_failures"] += 1
+                continue
+            chosen, proposal = answer
+            it.by_proposer = not chosen and bool(proposal)
+            if it.by_proposer:
+                ref, is_new = self._propose(view, overlays[it.industry], it.factor_node, it.factor_key, proposal)
+                stats[it.industry]["proposals"] += 1
+                if is_new:
+                    created[it.industry].append(ref)
+                it.proposal = ref  # a proposed path is a candidate too: hit never exceeds recall
+                chosen = [ref]
+            it.selected = chosen
+        return created
+
+    def _use(self, view, day, items: list[_Item], industries, stats, overlays, updates):
+        """Hits (once per news item that selects the experience), the prediction's experience lines, and the
+        episode's recall / hit / new-node updates; returns (lines, used experiences) per industry."""
+        ctx, news = self.ctx, self.ctx.market.news
         lines: dict[int, list[P.ExperienceLine]] = defaultdict(list)
         used: dict[int, list[int]] = defaultdict(list)
         hit: dict[int, list[int]] = defaultdict(list)
         hit_channel: dict[int, list[int]] = defaultdict(list)
         retrieved_refs: dict[int, set[int]] = defaultdict(set)  # used experiences a reranker selected
-        for (k, i, _, _, _), sel, by_proposer in zip(meta, selected, proposed):
-            o = ov[i]
-            sel = list(dict.fromkeys(o.resolve(e) for e in sel))
-            if not sel:
+        for it in items:
+            o = overlays[it.industry]
+            chosen = list(dict.fromkeys(o.resolve(e) for e in it.selected))
+            if not chosen:
                 continue
-            pos = ctx.retained(i, day).index(k) + 1
-            for e in sel:
+            pos = ctx.retained(it.industry, day).index(it.news) + 1
+            for e in chosen:
                 o.hit[e] = o.hits(e) + 1
-                hit[i].append(e)
-                hit_channel[i].append(int(nw.channel[k]) if self.n_channels else -1)
-                lines[i].append(P.ExperienceLine(pos, self._path(view, o, i, e), tuple(o.qrow(e).tolist())))
-                used[i].append(e)
-                if not by_proposer:
-                    retrieved_refs[i].add(e)
+                hit[it.industry].append(e)
+                hit_channel[it.industry].append(int(news.channel[it.news]) if self.n_channels else -1)
+                lines[it.industry].append(P.ExperienceLine(pos, self._path(view, o, it.industry, e),
+                                                           tuple(o.qrow(e).tolist())))
+                used[it.industry].append(e)
+                if not it.by_proposer:
+                    retrieved_refs[it.industry].add(e)
+        recall: dict[int, list[int]] = defaultdict(list)
+        proposal_recall: dict[int, list[int]] = defaultdict(list)
+        for it in items:
+            recall[it.industry].extend(it.candidates)
+            if it.proposal is not None:
+                proposal_recall[it.industry].append(it.proposal)
         for i in industries:
-            u = ups[i]  # only what the episode filled; the rest are the shared empty arrays (_EMPTY_UPDATES)
+            u = updates[i]  # only what the episode filled; the rest are the shared empty arrays (_EMPTY_UPDATES)
             if recall[i]:
                 u["recall"] = np.array(recall[i], dtype=np.int64)
             if proposal_recall[i]:
                 u["proposal_recall"] = np.array(proposal_recall[i], dtype=np.int64)
-            if ov[i].new:
-                u["new_factor"] = np.array([f for f, _ in ov[i].new], dtype=str)
-                u["new_direction"] = np.array([d for _, d in ov[i].new], dtype=str)
+            if overlays[i].new:
+                u["new_factor"] = np.array([f for f, _ in overlays[i].new], dtype=str)
+                u["new_direction"] = np.array([d for _, d in overlays[i].new], dtype=str)
             if hit[i]:
                 u["hit"] = np.array(hit[i], dtype=np.int64)
                 u["hit_channel"] = np.array(hit_channel[i], dtype=np.int64)
@@ -566,8 +604,8 @@ class PipeToE(FinanceMethod):
         dkey = normalized_key(text)
         if fnode >= 0:
             leaf = view.find(fnode, dkey)
-            if leaf >= 0 and view._nodes["eid"][leaf] >= 0:
-                return o.resolve(int(view._nodes["eid"][leaf])), False
+            if leaf >= 0 and view.nodes["eid"][leaf] >= 0:
+                return o.resolve(int(view.nodes["eid"][leaf])), False
         if (fkey, dkey) in o.new_by_key:
             return o.resolve(o.new_by_key[(fkey, dkey)]), False
         ref = -1 - len(o.new)
@@ -615,12 +653,12 @@ class PipeToE(FinanceMethod):
             for (k, i), f in list(routed.items()):
                 routed[(k, i)] = into.get((i, normalized_key(_collapse(f))), f)
 
-    def _merge_new(self, view, industries, llm, stats, ov, ups, created) -> None:
+    def _merge_new(self, view, industries, llm, stats, overlays, updates, created) -> None:
         """Near-duplicate older siblings of new directions (cosine >= lam) go to the LLM merger; one batch.
         A prefix of at least ``toe.index_min`` directions offers its closest one through the node index."""
         reqs, pairs = [], []
         for i in industries:
-            o = ov[i]
+            o = overlays[i]
             for ref in created[i]:
                 fnode, fkey = o.fnode_of[ref]
                 mine = o.new[-1 - ref][1]
@@ -649,7 +687,7 @@ class PipeToE(FinanceMethod):
             if ans is None:
                 stats[i]["parse_failures"] += 1
                 continue
-            o = ov[i]
+            o = overlays[i]
             k, d = o.resolve(keep), o.resolve(drop)
             if not ans[0] or k == d:
                 continue
@@ -670,9 +708,9 @@ class PipeToE(FinanceMethod):
             into_of[i].append(t)
             stats[i]["merges"] += 1
         for i in keep_of:  # industries without a merge keep the shared empty arrays (_EMPTY_UPDATES)
-            ups[i]["merge_keep"] = np.array(keep_of[i], dtype=np.int64)
-            ups[i]["merge_drop"] = np.array(drop_of[i], dtype=np.int64)
-            ups[i]["merge_into"] = np.array(into_of[i], dtype=np.int64)
+            updates[i]["merge_keep"] = np.array(keep_of[i], dtype=np.int64)
+            updates[i]["merge_drop"] = np.array(drop_of[i], dtype=np.int64)
+            updates[i]["merge_into"] = np.array(into_of[i], dtype=np.int64)
 
     # ------------------------------------------------------------------ the barrier
     def apply(self, results) -> None:
@@ -682,8 +720,8 @@ class PipeToE(FinanceMethod):
         st = self.store
         if not results:
             return
-        ups = [r.updates for r in results]
-        fb = [u for u in ups if u["fb_entries"].size]
+        updates = [r.updates for r in results]
+        fb = [u for u in updates if u["fb_entries"].size]
         if fb:  # LLM-based updater, eq. (10), entry order
             entries = np.concatenate([np.asarray(u["fb_entries"], np.int64) for u in fb])
             if (st.ledger.column("status")[entries] != PENDING).any():  # checked before anything changes
@@ -695,9 +733,9 @@ class PipeToE(FinanceMethod):
             st.resolve(entries, rewards=np.concatenate([np.asarray(u["fb_deltas"], np.float64) for u in fb]),
                        rule="delta")
         industry = [int(r.record["industry"]) for r in results]
-        self._add_routes(ups, industry)
+        self._add_routes(updates, industry)
         paths, created, n_new = [], [], np.zeros(len(results), np.int64)
-        for n, (r, u, i) in enumerate(zip(results, ups, industry)):
+        for n, (r, u, i) in enumerate(zip(results, updates, industry)):
             ind = self.ctx.market.industries[i]
             n_new[n] = len(u["new_direction"])
             day = float(r.record["day"])
@@ -713,11 +751,11 @@ class PipeToE(FinanceMethod):
 
         # every episode's references as store rows (``-1 - m``: its m-th new direction), in one pass
         names = ("recall", "proposal_recall", "merge_keep", "merge_drop", "merge_into", "hit", "used")
-        parts = [u[k] for u in ups for k in names]  # int64 arrays, as _day builds them
+        parts = [u[k] for u in updates for k in names]  # int64 arrays, as _day builds them
         sizes = np.array([p.size for p in parts], np.int64)
         refs = np.concatenate(parts).astype(np.int64, copy=False)
-        owner = np.repeat(np.repeat(np.arange(len(ups)), len(names)), sizes)
-        name = np.repeat(np.tile(np.arange(len(names)), len(ups)), sizes)
+        owner = np.repeat(np.repeat(np.arange(len(updates)), len(names)), sizes)
+        name = np.repeat(np.tile(np.arange(len(names)), len(updates)), sizes)
         new = refs < 0
         if new.any():
             refs[new] = rows[first_new[owner[new]] - 1 - refs[new]]
@@ -739,7 +777,7 @@ class PipeToE(FinanceMethod):
             hits = st.canonical(hits)
             st.record_hit(hits)
             if self.n_channels:
-                ch = np.concatenate([np.asarray(u["hit_channel"], np.int64) for u in ups])
+                ch = np.concatenate([np.asarray(u["hit_channel"], np.int64) for u in updates])
                 ok = ch >= 0
                 np.add.at(self.channel_hits, (hits[ok], ch[ok]), 1)
         at = name == names.index("used")
@@ -749,13 +787,13 @@ class PipeToE(FinanceMethod):
             self._induce_hierarchy()
         self._after_round(j)
 
-    def _add_routes(self, ups, industry) -> None:
+    def _add_routes(self, updates, industry) -> None:
         """The factor node of every newly routed (news, industry) pair: one ``add_nodes`` call over the
         distinct (industry, factor) prefixes, in first-seen order (the ids an episode-by-episode
         loop would give)."""
         prefix: dict[tuple[int, str], int] = {}
         news, which = [], []
-        for u, i in zip(ups, industry):
+        for u, i in zip(updates, industry):
             for k, f in zip(u["route_news"].tolist(), u["route_factor"].tolist()):
                 news.append((k, i))
                 which.append(prefix.setdefault((i, _collapse(f)), len(prefix)))

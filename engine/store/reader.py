@@ -159,6 +159,19 @@ class StoreReader:
         v.flags.writeable = False
         return v
 
+    def columns(self) -> "StoreColumns":
+        """Every column as a read-only array, for a reader on a hot path (one episode's thousands of lookups).
+
+        Nothing is checked per lookup here: ids must come from this store (a snapshot's own paths, children
+        and finds). The arrays are views of the store's (no copy); a view of a snapshot never changes, a
+        writable store's do as it is written. Texts: :meth:`StoreColumns.text_of`; child lookups:
+        :meth:`StoreColumns.find` (the store's own hash index)."""
+        return StoreColumns(
+            nodes={n: self._ro(self._nodes[n][: self._n_nodes]) for n in C.NODE_COLUMNS},
+            experiences={n: self._ro(self._exp[n][: self._n_exp]) for n in C.EXPERIENCE_COLUMNS},
+            reliability=self.reliability, hit=self._ro(self._block[: self._n_exp, C.hit_col(self.n_horizons)]),
+            text=self._ro(self._text[: self._text_used]), pk_table=self._ro(self._pk_table))
+
     # --- nodes ----------------------------------------------------------------------------
     def _check_nodes(self, nodes, name="node") -> np.ndarray:
         arr = V.int_array(np.atleast_1d(nodes), name)
@@ -368,6 +381,27 @@ def _keys_u64(keys, name: str, ndim: int) -> np.ndarray:
     if arr.dtype.kind not in "iu":
         raise InputError(f"{name} must have an integer dtype (64-bit keys), got {arr.dtype}")
     return np.ascontiguousarray(arr.astype(np.uint64, casting="unsafe"))
+
+
+class StoreColumns:
+    """The store's columns, read-only and unchecked (:meth:`StoreReader.columns`): ``nodes`` and ``experiences``
+    (name -> array, :mod:`engine.store.columns`), ``reliability`` ``f8[n, H]``, ``hit`` ``f8[n]`` (a view,
+    not a copy as :attr:`StoreReader.hit`), the node ``text`` buffer, and what :meth:`find` reads."""
+
+    __slots__ = ("nodes", "experiences", "reliability", "hit", "text", "_pk_table")
+
+    def __init__(self, nodes, experiences, reliability, hit, text, pk_table):
+        self.nodes, self.experiences, self.reliability, self.hit = nodes, experiences, reliability, hit
+        self.text, self._pk_table = text, pk_table
+
+    def text_of(self, node: int) -> str:
+        """Node ``node``'s text."""
+        end = self.nodes["text_end"]
+        return self.text[(0 if node == 0 else end.item(node - 1)): end.item(node)].tobytes().decode("utf-8")
+
+    def find(self, parent: int, key: int) -> int:
+        """Node id of the child with 64-bit ``key`` (an int below 2**64) under ``parent``, or -1."""
+        return int(KT.pk_find(self._pk_table, self.nodes["parent"], self.nodes["key"], int(parent), np.uint64(key)))
 
 
 class StoreView(StoreReader):
