@@ -43,12 +43,13 @@ def available() -> bool:
     return shutil.which("valgrind") is not None and shutil.which("callgrind_control") is not None
 
 
-def count(module: str, factory: str, repeat: int = 1, timeout_s: float = 1800.0) -> int:
-    """Instructions of ``repeat`` calls of the function that ``module.factory()`` returns (after one uncounted call)."""
+def count(module: str, factory: str, repeat: int = 1, timeout_s: float = 1800.0, root: Path | None = None) -> int:
+    """Instructions of ``repeat`` calls of the function that ``module.factory()`` returns (after one uncounted call);
+    ``root``: the repository tree whose engine the child imports (default: this one; see benchmarks/_revision.py)."""
     if not available():
         raise RuntimeError("valgrind (callgrind) is not installed: apt-get install valgrind")
     here = str(Path(__file__).resolve().parent)
-    code = _CHILD.format(paths=[here, str(Path(here).parent)], module=module, name=factory, repeat=int(repeat))
+    code = _CHILD.format(paths=[here, str(root or Path(here).parent)], module=module, name=factory, repeat=int(repeat))
     with tempfile.TemporaryDirectory() as tmp:
         env = {**os.environ, "PYTHONHASHSEED": "0"}
         proc = subprocess.run(

@@ -4,12 +4,12 @@ Workload: the first DAYS evaluated days of the default synthetic market
 (configs/finance-synthetic.toml, 8 industries) answered by the simulated finance
 policy (engine.finance.simulated: a test harness, not a language model). Each
 benchmark runs a fresh method over the same days on the local executor (one
-round per day: snapshot, the day's episodes, the barrier), or, for the
-reference, the day-by-day Pipe+ToE that had its own tree and ledger
-(benchmarks/_finance_reference.py, commit 15eab27). Reported: each method's wall
-time relative to Pipe's, and the round-loop Pipe+ToE relative to the reference,
-measured in the same run. One warm-up pass per method (imports, JIT, embedder
-caches) is excluded.
+round per day: snapshot, the day's episodes, the barrier). Reported: each method's
+wall time relative to Pipe's; and Pipe+ToE on this tree against Pipe+ToE on the
+engine of another git revision (``TOE_BENCH_FIN_REF``, default: REFERENCE below,
+checked out by benchmarks/_revision.py), alternated 5 times, each pass in its own
+process with the same workload code. One warm-up pass per method (imports, JIT,
+embedder caches) is excluded.
 
     python -m pytest benchmarks/test_finance_step.py -s -p no:cacheprovider --benchmark-columns=mean,stddev,rounds
 """
@@ -31,11 +31,14 @@ from engine.finance.methods import StreamContext, stream_episodes
 from engine.finance.simulated import simulated_backend
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _finance_reference as reference  # noqa: E402
 import _instructions as instructions  # noqa: E402
 from _results import record  # noqa: E402
+from _revision import ROOT, revision_tree, timed  # noqa: E402
 
 DAYS = int(os.environ.get("TOE_BENCH_FIN_DAYS", 60))
+# the engine before finance read the store through StoreReader.columns (its private arrays) and before
+# _structure was split into steps: the change this comparison was made for (issue 34)
+REFERENCE = os.environ.get("TOE_BENCH_FIN_REF", "93d7ba3")
 RESULTS: dict[str, float] = {}
 MEDIANS: dict[str, float] = {}
 STREAM_NAMES = {"Pipe+Mem0": "Pipe+Mem0 (arrays store)",
@@ -43,8 +46,8 @@ STREAM_NAMES = {"Pipe+Mem0": "Pipe+Mem0 (arrays store)",
 
 
 def _setup():
-    # the reference's retrieval and merging: every one of the k1 candidates is shown (no leaf threshold,
-    # toe.lam = -1) and factors are not merged, so both sides send the same prompts (checked below)
+    # every one of the k1 candidates is shown (no leaf threshold, toe.lam = -1) and factors are not merged:
+    # the heaviest retrieval path under the hashing embedder (whose cosines rarely pass the paper's lam)
     cfg = FinanceConfig()
     cfg = replace(cfg, toe=replace(cfg.toe, lam=-1.0, merge_factors=False))
     market = build_market(cfg)
@@ -65,28 +68,6 @@ def _report(name: str) -> None:
     if "Pipe" in RESULTS and name != "Pipe":
         print(f"\n{name}: {RESULTS[name] / RESULTS['Pipe']:.2f}x Pipe's wall time over {DAYS} days "
               f"({1000 * RESULTS[name] / DAYS:.2f} ms per trading day)")
-    if name == "Pipe+ToE" and "Pipe+ToE (day-by-day reference)" in RESULTS:
-        ref = RESULTS["Pipe+ToE (day-by-day reference)"]
-        print(f"\nPipe+ToE round loop / day-by-day reference: {RESULTS[name] / ref:.2f}x "
-              f"({1000 * RESULTS[name] / DAYS:.2f} vs {1000 * ref / DAYS:.2f} ms per trading day)")
-
-
-def test_reference_day_by_day(benchmark, setup):
-    """The old implementation: PipeToE.step(day) on its own ExperienceTree and PendingFeedback."""
-    cfg, market, days, emb = setup
-
-    def once():
-        ctx = StreamContext(market, cfg.protocol, cfg.sampling, 0, emb)
-        method = reference.PipeToE(ctx, cfg.toe, "formula", 9)
-        llm = simulated_backend(0)
-        for d in days.tolist():
-            method.step(d, llm)
-
-    once()  # warm-up
-    benchmark.pedantic(once, rounds=5, iterations=1)
-    RESULTS["Pipe+ToE (day-by-day reference)"] = benchmark.stats.stats.mean
-    MEDIANS["Pipe+ToE (day-by-day reference)"] = benchmark.stats.stats.median
-    _report("Pipe+ToE (day-by-day reference)")
 
 
 @pytest.mark.parametrize("name", ["Pipe", "Pipe+ToE", "Pipe+MemRL", "Pipe+Mem0"])
@@ -106,73 +87,53 @@ def test_stream(benchmark, setup, name):
     _report(name)
 
 
-def test_side_by_side_interleaved(setup):
-    """Pipe+ToE, round loop vs day-by-day reference, alternated 5 times (load drifts hit both alike)."""
-    import time
-
-    old, new = _passes(*setup)
-    old(), new()  # warm-up
+def test_side_by_side_with_a_revision():
+    """Pipe+ToE on this tree (new) and on REFERENCE's engine (old), alternated 5 times (load drifts hit both alike);
+    each pass a fresh process: its own imports, one warm-up pass, then the timed one."""
     times = {"old": [], "new": []}
     cpu = {"old": [], "new": []}  # process CPU time: what load from other jobs on the machine does not inflate
-    for _ in range(5):
-        for name, fn in (("old", old), ("new", new)):
-            t0, c0 = time.perf_counter(), time.process_time()
-            fn()
-            times[name].append(time.perf_counter() - t0)
-            cpu[name].append(time.process_time() - c0)
+    with revision_tree(REFERENCE) as old_tree:
+        for _ in range(5):
+            for name, root in (("old", old_tree), ("new", ROOT)):
+                t = timed("test_finance_step", "pipe_toe_workload", root)
+                times[name] += t["wall"]
+                cpu[name] += t["cpu"]
     ratios = sorted(b / a for a, b in zip(times["old"], times["new"]))
     cpu_ratios = sorted(b / a for a, b in zip(cpu["old"], cpu["new"]))
-    print(f"\nPipe+ToE interleaved, CPU time: round loop / reference, min {min(cpu['new']) / min(cpu['old']):.2f}x, "
-          f"median of pairs {cpu_ratios[2]:.2f}x")
-    print(f"\nPipe+ToE interleaved over {DAYS} days: round loop / reference, min {min(times['new']) / min(times['old']):.2f}x, "
-          f"median of pairs {ratios[2]:.2f}x; per trading day min {1000 * min(times['new']) / DAYS:.2f} ms "
+    print(f"\nPipe+ToE over {DAYS} days, this tree / {REFERENCE}: CPU time min {min(cpu['new']) / min(cpu['old']):.3f}x, "
+          f"median of pairs {cpu_ratios[2]:.3f}x; wall min {min(times['new']) / min(times['old']):.3f}x, median of "
+          f"pairs {ratios[2]:.3f}x; per trading day min {1000 * min(times['new']) / DAYS:.2f} ms "
           f"vs {1000 * min(times['old']) / DAYS:.2f} ms")
-    record("finance", f"interleaved,days={DAYS}", {
-        "days": DAYS, "pairs": 5, "simulated": True,
+    record("finance", f"revision,days={DAYS}", {
+        "days": DAYS, "pairs": 5, "simulated": True, "reference": REFERENCE,
         "cpu_ratio_min": min(cpu["new"]) / min(cpu["old"]), "cpu_ratio_median": cpu_ratios[2],
         "wall_ratio_min": min(times["new"]) / min(times["old"]), "wall_ratio_median": ratios[2],
         "new_ms_per_day": 1000 * min(times["new"]) / DAYS, "old_ms_per_day": 1000 * min(times["old"]) / DAYS},
-        note="SIMULATED finance policy; Pipe+ToE round loop (new) against the day-by-day reference (old)")
+        note=f"SIMULATED finance policy; Pipe+ToE on this tree (new) against the engine of {REFERENCE} (old)")
 
 
-def _passes(cfg, market, days, emb):
-    """One pass over ``days`` of Pipe+ToE each: the day-by-day reference (``old``) and the round loop (``new``)."""
+def pipe_toe_workload():
+    """One pass of Pipe+ToE over the benchmark's days on the local executor (the engine of whichever tree is
+    imported: API both revisions have)."""
+    cfg, market, days, emb = _setup()
     n = market.n_industries
 
-    def old():
-        method = reference.PipeToE(StreamContext(market, cfg.protocol, cfg.sampling, 0, emb), cfg.toe, "formula", 9)
-        llm = simulated_backend(0)
-        for d in days.tolist():
-            method.step(d, llm)
-
-    def new():
+    def once():
         method = build_method("Pipe+ToE", StreamContext(market, cfg.protocol, cfg.sampling, 0, emb), days, cfg, 9)
         LocalExecutor().run(method, stream_episodes(days, n, 0), lambda: simulated_backend(0), round_size=n)
 
-    return old, new
-
-
-def _workload(which: str):
-    """The benchmark's setup (the fixture's, built outside pytest for the callgrind child) and one side's pass."""
-    old, new = _passes(*_setup())
-    return old if which == "old" else new
-
-
-def old_workload():
-    return _workload("old")
-
-
-def new_workload():
-    return _workload("new")
+    return once
 
 
 @pytest.mark.skipif(not instructions.available(), reason="needs valgrind (apt-get install valgrind)")
 def test_instructions_side_by_side():
     """The same comparison in machine instructions (callgrind): what load on the machine does not change."""
-    old = instructions.count("test_finance_step", "old_workload")
-    new = instructions.count("test_finance_step", "new_workload")
-    print(f"\nPipe+ToE over {DAYS} days, instructions: round loop {new / 1e9:.3f} G, reference {old / 1e9:.3f} G, "
+    with revision_tree(REFERENCE) as old_tree:
+        old = instructions.count("test_finance_step", "pipe_toe_workload", root=old_tree)
+    new = instructions.count("test_finance_step", "pipe_toe_workload")
+    print(f"\nPipe+ToE over {DAYS} days, instructions: this tree {new / 1e9:.3f} G, {REFERENCE} {old / 1e9:.3f} G, "
           f"ratio {new / old:.3f}x")
-    record("finance", f"instructions,days={DAYS}", {
-        "days": DAYS, "simulated": True, "new_instructions": new, "old_instructions": old, "ratio": new / old},
+    record("finance", f"revision-instructions,days={DAYS}", {
+        "days": DAYS, "simulated": True, "reference": REFERENCE, "new_instructions": new, "old_instructions": old,
+        "ratio": new / old},
         note="SIMULATED finance policy; machine instructions of one pass (valgrind callgrind, PYTHONHASHSEED=0)")

@@ -53,6 +53,7 @@ import _tables as bench  # noqa: E402  (benchmarks/_tables.py)
 sys.path.insert(0, str(ROOT))
 from engine.finance.report import cosine_table, unusable_answers  # noqa: E402  (the run's table.md writes the same)
 from engine.finance.retrieval import format_retrieval  # noqa: E402
+from engine.markdown import table  # noqa: E402
 
 # run name -> the command that made docs/results/<name>/summary.json
 RUNS = {
@@ -111,39 +112,32 @@ def _exp_tokens(r: dict) -> str:
 
 def game24_short(summary: dict) -> list[str]:
     """README: accuracy, calls, tokens and format failures per test puzzle, mean over seeds (± std)."""
-    lines = ["| Method | Accuracy (any of b) | Avg. LLM calls | Tokens | Unusable lines / values | Exp. tokens / prompt |",
-             "| --- | --- | --- | --- | --- | --- |"]
-    for r in summary["methods"]:
-        lines.append(f"| {GAME24_NAMES.get(r['method'], r['method'])}{_game24_tag(r)} | "
-                     f"{100 * r['acc_any']:.1f}% ± {100 * r['acc_any_std']:.1f} | {r['calls']:.1f} | {r['tokens']:,.0f} "
-                     f"| {_unusable(r)} | {_exp_tokens(r)} |")
-    return lines
+    return table(("Method", "Accuracy (any of b)", "Avg. LLM calls", "Tokens", "Unusable lines / values",
+                  "Exp. tokens / prompt"),
+                 ((f"{GAME24_NAMES.get(r['method'], r['method'])}{_game24_tag(r)}",
+                   f"{100 * r['acc_any']:.1f}% ± {100 * r['acc_any_std']:.1f}", f"{r['calls']:.1f}",
+                   f"{r['tokens']:,.0f}", _unusable(r), _exp_tokens(r)) for r in summary["methods"]))
 
 
 def game24_full(summary: dict) -> list[str]:
     """docs/game24.md: the Table 2 layout with first-output accuracy and samples."""
-    lines = ["| Method | Accuracy (any of b) | Accuracy (first) | Avg. Calls | Samples | Tokens | Unusable lines / values "
-             "| Exp. tokens / prompt |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
-    for r in summary["methods"]:
-        lines.append(f"| {GAME24_NAMES.get(r['method'], r['method'])}{_game24_tag(r)} | "
-                     f"{100 * r['acc_any']:.1f}% ± {100 * r['acc_any_std']:.1f} | {100 * r['acc_first']:.1f}% | "
-                     f"{r['calls']:.1f} ± {r['calls_std']:.1f} | {r['samples']:.1f} | {r['tokens']:.0f} "
-                     f"| {_unusable(r)} | {_exp_tokens(r)} |")
-    return lines
+    return table(("Method", "Accuracy (any of b)", "Accuracy (first)", "Avg. Calls", "Samples", "Tokens",
+                  "Unusable lines / values", "Exp. tokens / prompt"),
+                 ((f"{GAME24_NAMES.get(r['method'], r['method'])}{_game24_tag(r)}",
+                   f"{100 * r['acc_any']:.1f}% ± {100 * r['acc_any_std']:.1f}", f"{100 * r['acc_first']:.1f}%",
+                   f"{r['calls']:.1f} ± {r['calls_std']:.1f}", f"{r['samples']:.1f}", f"{r['tokens']:.0f}",
+                   _unusable(r), _exp_tokens(r)) for r in summary["methods"]))
 
 
 def game24_baselines(summary: dict) -> list[str]:
     """docs/baselines.md: what each memory costs next to plain ToT, from the same run."""
-    lines = ["| Method | Accuracy (any of b) | Avg. calls | Tokens per puzzle | Tokens vs ToT | Exp. tokens / prompt |",
-             "| --- | --- | --- | --- | --- | --- |"]
     base = next((r["tokens"] for r in summary["methods"] if r["method"] == "tot"), None)
-    for r in summary["methods"]:
-        ratio = f"{r['tokens'] / base:.2f}x" if base else "-"
-        lines.append(f"| {GAME24_NAMES.get(r['method'], r['method'])}{_game24_tag(r)} | "
-                     f"{100 * r['acc_any']:.1f}% ± {100 * r['acc_any_std']:.1f} | {r['calls']:.1f} | "
-                     f"{r['tokens']:,.0f} | {ratio} | {_exp_tokens(r)} |")
-    return lines
+    return table(("Method", "Accuracy (any of b)", "Avg. calls", "Tokens per puzzle", "Tokens vs ToT",
+                  "Exp. tokens / prompt"),
+                 ((f"{GAME24_NAMES.get(r['method'], r['method'])}{_game24_tag(r)}",
+                   f"{100 * r['acc_any']:.1f}% ± {100 * r['acc_any_std']:.1f}", f"{r['calls']:.1f}",
+                   f"{r['tokens']:,.0f}", f"{r['tokens'] / base:.2f}x" if base else "-", _exp_tokens(r))
+                  for r in summary["methods"]))
 
 
 def _finance_tag(summary: dict) -> str:
@@ -165,13 +159,10 @@ def finance_exploitation(summary: dict) -> list[str]:
     """README: Exploitation-period tsIC per horizon, mean over seeds."""
     get, hs = _finance_get(summary), summary["meta"]["horizons"]
     methods = list(dict.fromkeys(r["method"] for r in summary["methods"]))
-    lines = ["| Method | " + " | ".join(f"{h}d" for h in hs) + " | Exp. tokens / prompt | Unusable answers |",
-             "| --- |" + " --- |" * (len(hs) + 2)]
-    for m in methods:
-        lines.append(f"| {m}{_finance_tag(summary)} | "
-                     + " | ".join(f"{get[(m, h, 'Exploitation')]['tsIC']:.3f}" for h in hs)
-                     + f" | {_exp_tokens(get[(m, hs[0], 'Exploitation')])} | {unusable_answers(summary['meta'], m)} |")
-    return lines
+    return table(["Method"] + [f"{h}d" for h in hs] + ["Exp. tokens / prompt", "Unusable answers"],
+                 ([m + _finance_tag(summary)] + [f"{get[(m, h, 'Exploitation')]['tsIC']:.3f}" for h in hs]
+                  + [_exp_tokens(get[(m, hs[0], 'Exploitation')]), unusable_answers(summary["meta"], m)]
+                  for m in methods))
 
 
 def _finance_metric(metric: str) -> Callable[[dict], list[str]]:
@@ -180,12 +171,10 @@ def _finance_metric(metric: str) -> Callable[[dict], list[str]]:
         methods = list(dict.fromkeys(r["method"] for r in summary["methods"]))
         head = (["Method"] + [f"{h}d {p}" for h in hs for p in ("Exploitation", "Overall")]
                 + ["Exp. tokens / prompt", "Unusable answers"])
-        lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-        for m in methods:
-            lines.append(f"| {m}{_finance_tag(summary)} | "
-                         + " | ".join(_f(get[(m, h, p)][metric]) for h in hs for p in ("Exploitation", "Overall"))
-                         + f" | {_exp_tokens(get[(m, hs[0], 'Exploitation')])} | {unusable_answers(summary['meta'], m)} |")
-        return lines
+        return table(head, ([m + _finance_tag(summary)]
+                            + [_f(get[(m, h, p)][metric]) for h in hs for p in ("Exploitation", "Overall")]
+                            + [_exp_tokens(get[(m, hs[0], 'Exploitation')]), unusable_answers(summary["meta"], m)]
+                            for m in methods))
 
     render.__doc__ = f"docs/finance.md: {metric}, mean over seeds, Exploitation and Overall per horizon."
     return render
@@ -196,7 +185,7 @@ def finance_relative(summary: dict) -> list[str]:
     (the paper's aggregate; ``engine.finance.report.relative_improvement`` computes the same for table.md)."""
     get = {(r["method"], r["horizon"], r["period"]): r["tsIC"] for r in summary["methods"]}
     methods = [m for m in dict.fromkeys(r["method"] for r in summary["methods"]) if m != "Pipe"]
-    lines = ["| Method | Exploitation | Overall | All settings |", "|---|---|---|---|"]
+    rows = []
     for m in methods:
         per = {"Exploitation": [], "Overall": []}
         for (mm, h, p), v in get.items():
@@ -204,9 +193,8 @@ def finance_relative(summary: dict) -> list[str]:
             if mm == m and v is not None and ref and p in per:
                 per[p].append((v - ref) / abs(ref))
         cells = [per["Exploitation"], per["Overall"], per["Exploitation"] + per["Overall"]]
-        lines.append(f"| {m}{_finance_tag(summary)} | "
-                     + " | ".join("n/a" if not c else f"{100 * sum(c) / len(c):+.2f}%" for c in cells) + " |")
-    return lines
+        rows.append([m + _finance_tag(summary)] + ["n/a" if not c else f"{100 * sum(c) / len(c):+.2f}%" for c in cells])
+    return table(("Method", "Exploitation", "Overall", "All settings"), rows)
 
 
 def finance_retrieval(summary: dict) -> list[str]:
@@ -215,15 +203,11 @@ def finance_retrieval(summary: dict) -> list[str]:
     get, hs = _finance_get(summary), summary["meta"]["horizons"]
     methods = list(dict.fromkeys(r["method"] for r in summary["methods"]))
     usage = summary["meta"].get("usage", {})
-    lines = ["| Method | " + " | ".join(f"{h}d Exploitation / Overall" for h in hs)
-             + " | Retrieval rate | Candidates / item | Updates from retrieval / proposer |",
-             "|---" * (len(hs) + 4) + "|"]
-    for m in methods:
-        lines.append(f"| {m}{_finance_tag(summary)} | "
-                     + " | ".join(f"{_f(get[(m, h, 'Exploitation')]['tsIC'])} / {_f(get[(m, h, 'Overall')]['tsIC'])}"
-                                  for h in hs)
-                     + " | " + " | ".join(format_retrieval(usage.get(m))) + " |")
-    return lines
+    return table(["Method"] + [f"{h}d Exploitation / Overall" for h in hs]
+                 + ["Retrieval rate", "Candidates / item", "Updates from retrieval / proposer"],
+                 ([m + _finance_tag(summary)]
+                  + [f"{_f(get[(m, h, 'Exploitation')]['tsIC'])} / {_f(get[(m, h, 'Overall')]['tsIC'])}" for h in hs]
+                  + list(format_retrieval(usage.get(m))) for m in methods))
 
 
 def finance_cosines(summary: dict) -> list[str]:
@@ -236,46 +220,39 @@ def prophet_reference(summary: dict) -> list[str]:
     """README: Brier of the Market and Uniform reference rows per category on every loaded question."""
     rows = {r["method"]: r for r in summary["meta"]["reference_all"]}
     uni, mkt = rows["Uniform (0.5 on every market)"], rows["Market"]
-    lines = ["| Category | Market | Uniform |", "| --- | --- | --- |"]
-    for c in sorted(mkt["brier"]):
-        lines.append(f"| {c} | {mkt['brier'][c]:.4f} | {uni['brier'][c]:.2f} |")
     avg = lambda d: sum(d.values()) / len(d)  # noqa: E731
-    lines.append(f"| **Average** | **{avg(mkt['brier']):.4f}** | **{avg(uni['brier']):.2f}** |")
-    return lines
+    return table(("Category", "Market", "Uniform"),
+                 [(c, f"{mkt['brier'][c]:.4f}", f"{uni['brier'][c]:.2f}") for c in sorted(mkt["brier"])]
+                 + [("**Average**", f"**{avg(mkt['brier']):.4f}**", f"**{avg(uni['brier']):.2f}**")])
 
 
 def prophet_reference_full(summary: dict) -> list[str]:
     """docs/forecast.md: Brier of the reference rows, one column per category (paper Table 1 layout)."""
     refs = summary["meta"]["reference_all"]
     cats = sorted(refs[0]["brier"])
-    lines = ["| Method | " + " | ".join(cats) + " | Avg. |", "|---" * (len(cats) + 2) + "|"]
-    for r in refs:
-        vals = [r["brier"][c] for c in cats]
-        lines.append(f"| {r['method']} | " + " | ".join(f"{v:.4f}" for v in vals) + f" | {sum(vals) / len(vals):.4f} |")
-    return lines
+    return table(["Method", *cats, "Avg."],
+                 ([r["method"]] + [f"{r['brier'][c]:.4f}" for c in cats]
+                  + [f"{sum(r['brier'][c] for c in cats) / len(cats):.4f}"] for r in refs))
 
 
 def game24_filtered(summary: dict) -> list[str]:
     """docs/game24.md: the engine's filtered ToT variant (each row's own label names the option)."""
-    lines = ["| Method | Accuracy (any of b) | Avg. Calls | Tokens |", "| --- | --- | --- | --- |"]
-    for r in summary["methods"]:
-        lines.append(f"| {r.get('label') or GAME24_NAMES.get(r['method'], r['method'])}{_game24_tag(r)} | "
-                     f"{100 * r['acc_any']:.1f}% ± {100 * r['acc_any_std']:.1f} | {r['calls']:.1f} ± {r['calls_std']:.1f} "
-                     f"| {r['tokens']:.0f} |")
-    return lines
+    return table(("Method", "Accuracy (any of b)", "Avg. Calls", "Tokens"),
+                 ((f"{r.get('label') or GAME24_NAMES.get(r['method'], r['method'])}{_game24_tag(r)}",
+                   f"{100 * r['acc_any']:.1f}% ± {100 * r['acc_any_std']:.1f}",
+                   f"{r['calls']:.1f} ± {r['calls_std']:.1f}", f"{r['tokens']:.0f}") for r in summary["methods"]))
 
 
 def forecast_brier_accuracy(summary: dict) -> list[str]:
     """docs/forecast_baselines.md: Brier per category, average Brier and accuracy, reference and model rows."""
     rows = summary["methods"]
     cats = list(rows[0]["brier"])
-    lines = ["| Method | " + " | ".join(cats) + " | Avg. Brier | Avg. accuracy |", "|---" * (len(cats) + 3) + "|"]
+    out = []
     for r in rows:
         b = [r["brier"][c] for c in cats]
         acc = [r["accuracy"][c] for c in cats]
-        lines.append(f"| {r['method']} | " + " | ".join(f"{v:.4f}" for v in b)
-                     + f" | {sum(b) / len(b):.4f} | {sum(acc) / len(acc):.4f} |")
-    return lines
+        out.append([r["method"]] + [f"{v:.4f}" for v in b] + [f"{sum(b) / len(b):.4f}", f"{sum(acc) / len(acc):.4f}"])
+    return table(["Method", *cats, "Avg. Brier", "Avg. accuracy"], out)
 
 
 def futurex_accuracy(summary: dict) -> list[str]:
@@ -283,12 +260,9 @@ def futurex_accuracy(summary: dict) -> list[str]:
     rows = summary["methods"]
     types = list(rows[0]["n"])
     n_all = sum(rows[0]["n"].values())
-    lines = ["| Method | " + " | ".join(f"{t} (n={rows[0]['n'][t]})" for t in types) + f" | Overall (n={n_all}) |",
-             "|---" * (len(types) + 2) + "|"]
-    for r in rows:
-        lines.append(f"| {r['method']} | " + " | ".join(f"{r['correct'][t] / r['n'][t]:.4f}" for t in types)
-                     + f" | {sum(r['correct'].values()) / sum(r['n'].values()):.4f} |")
-    return lines
+    return table(["Method"] + [f"{t} (n={rows[0]['n'][t]})" for t in types] + [f"Overall (n={n_all})"],
+                 ([r["method"]] + [f"{r['correct'][t] / r['n'][t]:.4f}" for t in types]
+                  + [f"{sum(r['correct'].values()) / sum(r['n'].values()):.4f}"] for r in rows))
 
 
 def forecast_real_model(summary: dict) -> list[str]:
@@ -296,14 +270,12 @@ def forecast_real_model(summary: dict) -> list[str]:
     rows = summary["methods"]
     cats = list(rows[0]["brier"])
     n = sum(rows[0]["n"].values())
-    lines = ["| Method | " + " | ".join(cats) + " | Avg. Brier | Avg. accuracy | Unusable answers |",
-             "|---" * (len(cats) + 4) + "|"]
+    out = []
     for r in rows:
         b, acc = [r["brier"][c] for c in cats], [r["accuracy"][c] for c in cats]
         bad = f"{r['failed']} of {n}" if r["row"] == "model" else "-"
-        lines.append(f"| {r['method']} | " + " | ".join(f"{v:.4f}" for v in b)
-                     + f" | {sum(b) / len(b):.4f} | {sum(acc) / len(acc):.4f} | {bad} |")
-    return lines
+        out.append([r["method"]] + [f"{v:.4f}" for v in b] + [f"{sum(b) / len(b):.4f}", f"{sum(acc) / len(acc):.4f}", bad])
+    return table(["Method", *cats, "Avg. Brier", "Avg. accuracy", "Unusable answers"], out)
 
 
 # tables of reference rows that no model produced (no [simulated] tag: nothing was simulated)

@@ -14,7 +14,7 @@ How the library is wired here (no network, no API key, no telemetry):
   ``add``), is turned off (:func:`in_memory_faiss`); search, insert, filters and listing are the
   library's. ``"qdrant"``: mem0's ``qdrant`` provider on ``QdrantClient(":memory:")``, whose local
   mode filters every stored point in Python on each search (O(n) per ``add``; measured in
-  benchmarks/test_mem0_store.py). Both score by cosine, so the same memories come back;
+  benchmarks/results/finance.md, "Mem0: library store vs arrays store"). Both score by cosine, so the same memories come back;
   history (and the session's recent messages): SQLite ``:memory:``;
 * the engine's embedder and LLM are plugged in through the library's provider
   interfaces: :class:`EngineEmbedder` is a ``mem0.embeddings.base.EmbeddingBase``,

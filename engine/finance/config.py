@@ -141,7 +141,6 @@ class MemoryConfig(MemoryBudget):
     adapter's ``max_memories`` (memories shown per prediction, the union over its news items)."""
 
     max_memories: int = 8
-    mem0_store: Literal["arrays", "library"] = "library"  # the real mem0 library; "arrays": engine/finance/memories.py
     # MemRL's own Q update takes r = +1 / -1 (success = a_t * o_{t+h} > 0); true feeds it the graded r itself
     memrl_graded_reward: bool = False
 

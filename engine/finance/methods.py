@@ -353,15 +353,10 @@ class PipeMemory(FinanceMethod):
         if kind == "mem0":
             from engine.baselines.mem0 import Mem0Config
 
+            from engine.baselines.mem0 import Mem0Memory
+
             mcfg = Mem0Config(top_k=cfg.top_k)  # [memory] top_k: one budget for every memory method
-            if cfg.mem0_store == "library":
-                from engine.baselines.mem0 import Mem0Memory
-
-                self.memory = Mem0Memory(mcfg, embedder=ctx.embedder)
-            else:
-                from engine.finance.memories import ArrayMem0Memory
-
-                self.memory = ArrayMem0Memory(mcfg, embedder=ctx.embedder)
+            self.memory = Mem0Memory(mcfg, embedder=ctx.embedder)  # the real mem0 library
             self.name = "Pipe+Mem0"
         elif kind == "memrl":
             from engine.baselines.memrl import MemRLConfig, MemRLMemory

@@ -8,6 +8,7 @@ import numpy as np
 
 from engine.finance.metrics import rolling_ts_ic
 from engine.finance.retrieval import format_retrieval
+from engine.markdown import table
 from engine.store.plot import plot_tree  # noqa: F401  (the tree.png of a run)
 
 
@@ -44,15 +45,16 @@ def markdown_tables(rows: list[dict], meta: dict) -> str:
     lines = [f"### tsIC ({label}; backend {backend}; mean of {len(seeds)} seeds)", ""]
     head = (["Method"] + [f"{h}d {p}" for h in hs for p in ("Exploitation", "Overall")]
             + ["Exp. tokens / prompt", "Unusable answers"] + list(RETRIEVAL_HEAD))
-    lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     usage = meta.get("usage") or {}
+    rows = []
     for m in methods:
         row = [m + tag] + [_fmt(get[(m, h, p)]["tsIC"]) for h in hs for p in ("Exploitation", "Overall")]
         r0 = get[(m, hs[0], "Exploitation")]  # per method: mean experience tokens per prediction prompt
         row.append(f"{r0['experience_tokens']:.1f}" if "experience_tokens" in r0 else "-")
         row.append(unusable_answers(meta, m))
         row += format_retrieval(usage.get(m))
-        lines.append("| " + " | ".join(row) + " |")
+        rows.append(row)
+    lines += table(head, rows)
     lines += ["", RETRIEVAL_NOTE.format(lam=(meta.get("config") or {}).get("toe", {}).get("lam", "lam"),
                                         embedder=meta.get("embedder", "?"))]
     cos = meta.get("retrieval_cosines")
@@ -61,35 +63,28 @@ def markdown_tables(rows: list[dict], meta: dict) -> str:
                   *cosine_table(cos)]
     lines += ["", f"### csIC ({label})", ""]
     head = ["Method"] + [f"{h}d {p}" for h in hs for p in ("Exploitation", "Overall")]
-    lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for m in methods:
-        row = [m + tag] + [_fmt(get[(m, h, p)]["csIC"]) for h in hs for p in ("Exploitation", "Overall")]
-        lines.append("| " + " | ".join(row) + " |")
+    lines += table(head, ([m + tag] + [_fmt(get[(m, h, p)]["csIC"]) for h in hs for p in ("Exploitation", "Overall")]
+                          for m in methods))
     ab = [m for m in ("Pipe+ToE", "Pipe+ToE (LLM update)") if m in methods]
     h20 = 20 if 20 in hs else hs[len(hs) // 2]
     if len(ab) == 2:
-        lines += ["", f"### Reliability update ablation, {h20}-day horizon, Overall ({label})", "",
-                  "| Strategy | tsIC | csIC |", "|---|---|---|"]
-        for m, strat in zip(ab, ("formula-based", "LLM-based")):
-            r = get[(m, h20, "Overall")]
-            lines.append(f"| {strat}{tag} | {_fmt(r['tsIC'])} | {_fmt(r['csIC'])} |")
+        lines += ["", f"### Reliability update ablation, {h20}-day horizon, Overall ({label})", ""]
+        lines += table(("Strategy", "tsIC", "csIC"), ((f"{strat}{tag}", _fmt(get[(m, h20, "Overall")]["tsIC"]),
+                                                      _fmt(get[(m, h20, "Overall")]["csIC"]))
+                                                     for m, strat in zip(ab, ("formula-based", "LLM-based"))))
     rel = relative_improvement(recs)
     if rel:
-        lines += ["", f"### Relative tsIC improvement over Pipe, mean over settings ({label})", "",
-                  "| Method | Exploitation | Overall | All settings |", "|---|---|---|---|"]
-        for m, v in rel.items():
-            lines.append(f"| {m}{tag} | " + " | ".join(_pct(v[k]) for k in ("Exploitation", "Overall", "all")) + " |")
+        lines += ["", f"### Relative tsIC improvement over Pipe, mean over settings ({label})", ""]
+        lines += table(("Method", "Exploitation", "Overall", "All settings"),
+                       ([m + tag] + [_pct(v[k]) for k in ("Exploitation", "Overall", "all")] for m, v in rel.items()))
         lines += ["", "<sub>Per setting (horizon x period): (tsIC - tsIC of Pipe) / |tsIC of Pipe|, then the mean "
                   "(the paper's aggregate over its settings, Section \"Performance on FinEvolveBench\").</sub>"]
     rt = meta.get("reliability_truth") or {}
     if rt:
-        lines += ["", f"### Final reliability vs. generator ground truth (Spearman; {label})", "",
-                  "| Method | seed | experiences | " + " | ".join(f"{h}d" for h in hs) + " |",
-                  "|" + "---|" * (3 + len(hs))]
-        for m, per in rt.items():
-            for s, v in per.items():
-                cells = [_fmt(v["spearman"].get(str(h))) for h in hs]
-                lines.append(f"| {m}{tag} | {s} | {v['n_experiences']} | " + " | ".join(cells) + " |")
+        lines += ["", f"### Final reliability vs. generator ground truth (Spearman; {label})", ""]
+        lines += table(["Method", "seed", "experiences"] + [f"{h}d" for h in hs],
+                       ([m + tag, s, v["n_experiences"]] + [_fmt(v["spearman"].get(str(h))) for h in hs]
+                        for m, per in rt.items() for s, v in per.items()))
     return "\n".join(lines) + "\n"
 
 
@@ -103,11 +98,10 @@ RETRIEVAL_NOTE = ("<sub>Retrieval rate: share of the (news, industry) items with
 def cosine_table(cos: dict) -> list[str]:
     """``meta.retrieval_cosines`` (engine.finance.retrieval.channel_cosines) as a markdown table."""
     lam = cos["lam"]
-    lines = [f"| Direction | Pairs | Median | p5 | p95 | Max | Share >= lam = {lam:g} |", "|---|---|---|---|---|---|---|"]
-    for key, name in (("own", "own channel"), ("other", "other channels")):
-        d = cos[key]
-        lines.append(f"| {name} ({cos['embedder']}) | {d['n']} | {d['median']:.3f} | {d['p5']:.3f} | {d['p95']:.3f} "
-                     f"| {d['max']:.3f} | {100 * d['share_at_or_above_lam']:.1f}% |")
+    rows = ((f"{name} ({cos['embedder']})", d["n"], f"{d['median']:.3f}", f"{d['p5']:.3f}", f"{d['p95']:.3f}",
+             f"{d['max']:.3f}", f"{100 * d['share_at_or_above_lam']:.1f}%")
+            for key, name in (("own", "own channel"), ("other", "other channels")) for d in (cos[key],))
+    lines = table(("Direction", "Pairs", "Median", "p5", "p95", "Max", f"Share >= lam = {lam:g}"), rows)
     return lines
 
 

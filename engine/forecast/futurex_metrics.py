@@ -8,6 +8,7 @@ from typing import Sequence
 
 from engine.errors import InputError
 from engine.forecast.futurex_tasks import QTYPES, FutureXTask, answer_letters, is_correct
+from engine.markdown import table
 
 
 
@@ -75,13 +76,13 @@ def format_accuracy_table(rows: Sequence[AccuracyRow], digits: int = 4) -> str:
     exp = any(r.experience_tokens is not None for r in rows)
     head = ["Method"] + [f"{q} (n={n.get(q, 0)})" for q in types] + [f"Overall (n={sum(n.values())})"]
     head += ["Exp. tokens / prompt"] if exp else []
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    out = []
     for r in rows:
-        cells = [f"{r.accuracy(q):.{digits}f}" for q in types] + [f"{r.accuracy():.{digits}f}"]
+        cells = [r.method] + [f"{r.accuracy(q):.{digits}f}" for q in types] + [f"{r.accuracy():.{digits}f}"]
         if exp:
             cells.append("-" if r.experience_tokens is None else f"{r.experience_tokens:.1f}")
-        lines.append("| " + " | ".join([r.method] + cells) + " |")
-    return "\n".join(lines)
+        out.append(cells)
+    return "\n".join(table(head, out))
 
 
 

@@ -25,6 +25,7 @@ from collections import Counter
 from pathlib import Path
 
 from engine.errors import InputError
+from engine.markdown import table
 
 ARCHETYPES = ("Tool-Orchestrated Processing", "Evidence-first LLM synthesis", "Specification-content decomposition",
               "Planning and validation")
@@ -100,12 +101,11 @@ def guides_report(run_dir: str | Path) -> dict:
 def format_report(report: dict) -> str:
     lines = []
     for cat, r in report.items():
-        lines += [f"## {cat}", "", "| Guide | Name | Parent | Iteration | How | Validation | Archetype |",
-                  "|---|---|---|---|---|---|---|"]
-        for g in r["guides"]:
-            val = "-" if g["validation"] is None else f"{g['validation']:.4f}"
-            lines.append(f"| {g['guide']} | {g['name']} | {g['parent'] or '-'} | "
-                         f"{'-' if g['iteration'] is None else g['iteration']} | {g['how']} | {val} | {g['archetype']} |")
+        lines += [f"## {cat}", ""]
+        lines += table(("Guide", "Name", "Parent", "Iteration", "How", "Validation", "Archetype"),
+                       ((g["guide"], g["name"], g["parent"] or "-", "-" if g["iteration"] is None else g["iteration"],
+                         g["how"], "-" if g["validation"] is None else f"{g['validation']:.4f}", g["archetype"])
+                        for g in r["guides"]))
         lines += ["", "Tool reuse: " + (", ".join(f"{k} x{v}" for k, v in r["reuse"].items()) or "none"),
                   "Cluster ratio (tau = 0.5, E.1): " + ", ".join(
                       f"{m} {'-' if v is None else f'{v:.3f}'}" for m, v in r["cluster_ratio"].items()),

@@ -30,6 +30,7 @@ import numpy as np
 from engine.errors import InputError
 from engine.forecast import pm_rank_scoring as pm
 from engine.forecast.data import Question
+from engine.markdown import table
 
 Probs = Mapping[str, float]
 
@@ -186,16 +187,15 @@ def format_table(rows: Sequence[Row], metric: str = "brier", digits: int = 4) ->
     """Markdown table: one row per method, one column per category, then Avg. and n."""
     cats = sorted({c for r in rows for c in getattr(r, metric)})
     exp = any(r.experience_tokens is not None for r in rows)  # model rows: memory tokens per prompt
-    head = "| Method | " + " | ".join(cats) + " | Avg. |" + (" Exp. tokens / prompt |" if exp else "")
-    sep = "|---" * (len(cats) + 2 + exp) + "|"
-    lines = [head, sep]
+    out = []
     for r in rows:
         vals = getattr(r, metric)
         avg = {"brier": r.avg_brier, "accuracy": r.avg_accuracy, "market_return": r.avg_return}[metric]
-        cells = [f"{vals[c]:.{digits}f}" if c in vals else "-" for c in cats]
-        tail = (" - |" if r.experience_tokens is None else f" {r.experience_tokens:.1f} |") if exp else ""
-        lines.append(f"| {r.method} | " + " | ".join(cells) + f" | {avg:.{digits}f} |" + tail)
-    return "\n".join(lines)
+        cells = [r.method] + [f"{vals[c]:.{digits}f}" if c in vals else "-" for c in cats] + [f"{avg:.{digits}f}"]
+        if exp:
+            cells.append("-" if r.experience_tokens is None else f"{r.experience_tokens:.1f}")
+        out.append(cells)
+    return "\n".join(table(["Method", *cats, "Avg."] + (["Exp. tokens / prompt"] if exp else []), out))
 
 
 def summary_rows(summary: dict) -> list[dict]:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from engine.game24.metrics import learning_curve
+from engine.markdown import table
 
 DISPLAY = {
     "tot": "ToT (Yao et al. 2023)",
@@ -45,19 +46,14 @@ def markdown_table(summary: Sequence[Mapping[str, Any]], backend: str, model: st
     lines = [
         f"**{title}** - backend: {backend_label(backend, model)}",
         "",
-        "| Method | Accuracy (any of b) ↑ | Accuracy (first) ↑ | Avg. Calls ↓ | Samples | Tokens | Wall s "
-        "| Unusable lines / values ↓ | Exp. tokens / prompt | Seeds |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
-    for rec in summary:
-        name = rec.get("label") or display_name(rec["method"])
-        name += " [simulated]" if sim else ""
-        lines.append(
-            f"| {name} | {100 * rec['acc_any']:.1f}% ± {100 * rec['acc_any_std']:.1f} "
-            f"| {100 * rec['acc_first']:.1f}% | {rec['calls']:.1f} ± {rec['calls_std']:.1f} "
-            f"| {rec['samples']:.1f} | {rec['tokens']:.0f} | {rec['wall_s']:.3f} | {_unusable(rec)} "
-            f"| {experience_tokens(rec)} | {len(rec['seeds'])} |"
-        )
+    lines += table(
+        ("Method", "Accuracy (any of b) ↑", "Accuracy (first) ↑", "Avg. Calls ↓", "Samples", "Tokens", "Wall s",
+         "Unusable lines / values ↓", "Exp. tokens / prompt", "Seeds"),
+        ((f"{rec.get('label') or display_name(rec['method'])}{' [simulated]' if sim else ''}",
+          f"{100 * rec['acc_any']:.1f}% ± {100 * rec['acc_any_std']:.1f}", f"{100 * rec['acc_first']:.1f}%",
+          f"{rec['calls']:.1f} ± {rec['calls_std']:.1f}", f"{rec['samples']:.1f}", f"{rec['tokens']:.0f}",
+          f"{rec['wall_s']:.3f}", _unusable(rec), experience_tokens(rec), len(rec["seeds"])) for rec in summary))
     n = summary[0]["n_puzzles"] if summary else 0
     lines += ["", f"Per test puzzle ({n} puzzles), mean over seeds ± std across seeds. Unusable: proposal "
               "lines not of the form \"a op b = c (left: ...)\" and value samples without a label on the last "

@@ -36,6 +36,7 @@ from engine.memory_budget import MemoryBudget, load_budget
 from engine.rounds import Episode, request_seed
 from engine.run_folder import run_folder
 from engine.runner import RunSpec, Summary
+from engine.markdown import table
 
 KEYS = ("methods", "seeds", "data", "checker", "protocol", "memory", "report") + MEMORY_METHODS
 NAMES = {"plain": "Plain (no memory)", "flex": "FLEX", "mem0": "Mem0", "memrl": "MemRL", "reme": "ReMe"}
@@ -233,15 +234,16 @@ class GenericTask:
     def report(self, run: GenericRun, summary: Summary, records, out: Path) -> tuple[str, list[str]]:
         sim = bool(summary.rows and summary.rows[0]["simulated"])
         lines = [f"**{run.title}** ({len(run.problems)} problems, checker {run.checker.kind})"
-                 + (" - SIMULATED policy, not a model" if sim else ""), "",
-                 "| Method | Accuracy | Calls | Tokens | Exp. tokens / prompt | Last-window success | Plateau at |",
-                 "| --- | --- | --- | --- | --- | --- | --- |"]
+                 + (" - SIMULATED policy, not a model" if sim else ""), ""]
+        rows = []
         for r in summary.rows:
             t = r["tracking"]
             last = "-" if t["success_rate_last_window"] is None else f"{100 * t['success_rate_last_window']:.0f}%"
-            lines.append(f"| {r['label']}{' [simulated]' if sim else ''} | {100 * r['accuracy']:.1f}% ± "
-                         f"{100 * r['accuracy_std']:.1f} | {r['calls']:.1f} | {r['tokens']:.0f} | "
-                         f"{r['experience_tokens']:.1f} | {last} | {t['plateau_at'] or '-'} |")
+            rows.append((f"{r['label']}{' [simulated]' if sim else ''}",
+                         f"{100 * r['accuracy']:.1f}% ± {100 * r['accuracy_std']:.1f}", f"{r['calls']:.1f}",
+                         f"{r['tokens']:.0f}", f"{r['experience_tokens']:.1f}", last, t["plateau_at"] or "-"))
+        lines += table(("Method", "Accuracy", "Calls", "Tokens", "Exp. tokens / prompt", "Last-window success",
+                        "Plateau at"), rows)
         lines += ["", f"Per problem, mean over seeds. Performance tracking (FLEX seed 002 step 5; first seed): windows "
                       f"of {run.report.window}; plateau = {run.report.plateau_patience} windows gaining less than "
                       f"{run.report.plateau_min_gain:g} (engine.flex.tracking)."]

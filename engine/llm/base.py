@@ -115,22 +115,23 @@ class Usage:
     cached_tokens: int = 0  # prompt tokens served from the server's prefix cache
     cache_prompt_tokens: int = 0  # prompt tokens of the requests whose server reported cached_tokens
 
+    def count(self, calls: int, samples: int, prompt_tokens: int, completion_tokens: int, latency_s: float) -> None:
+        """Add counts (the one place the count fields are summed: :meth:`add`, :meth:`merge`, UsageMeter)."""
+        self.calls += calls
+        self.samples += samples
+        self.prompt_tokens += prompt_tokens
+        self.completion_tokens += completion_tokens
+        self.latency_s += latency_s
+
     def add(self, response: Response) -> None:
-        self.calls += 1
-        self.samples += len(response.completions)
-        self.prompt_tokens += response.prompt_tokens
-        self.completion_tokens += response.completion_tokens
-        self.latency_s += response.latency_s
+        self.count(1, len(response.completions), response.prompt_tokens, response.completion_tokens,
+                   response.latency_s)
         if response.error or response.cached_tokens is not None:
             self._note(response)
 
     def merge(self, other: "Usage") -> None:
         """Add ``other``'s counts (the first error reason kept)."""
-        self.calls += other.calls
-        self.samples += other.samples
-        self.prompt_tokens += other.prompt_tokens
-        self.completion_tokens += other.completion_tokens
-        self.latency_s += other.latency_s
+        self.count(other.calls, other.samples, other.prompt_tokens, other.completion_tokens, other.latency_s)
         if other.errors:
             self._failed(other.errors, other.error)
         self.cached_tokens += other.cached_tokens
@@ -180,11 +181,7 @@ class UsageMeter:
             comps = resp.completions  # each field read once: the same sums as Usage.add, per response
             n, pt, lat = len(comps), resp.prompt_tokens, resp.latency_s
             ct = comps[0].completion_tokens if n == 1 else sum(c.completion_tokens for c in comps)
-            total.calls += 1
-            total.samples += n
-            total.prompt_tokens += pt
-            total.completion_tokens += ct
-            total.latency_s += lat
+            total.count(1, n, pt, ct, lat)
             extra = resp.error or resp.cached_tokens is not None
             if extra:
                 total._note(resp)
@@ -192,11 +189,7 @@ class UsageMeter:
                 u = per.get(req.episode)
                 if u is None:
                     u = per[req.episode] = Usage()
-                u.calls += 1
-                u.samples += n
-                u.prompt_tokens += pt
-                u.completion_tokens += ct
-                u.latency_s += lat
+                u.count(1, n, pt, ct, lat)
                 if extra:
                     u._note(resp)
 

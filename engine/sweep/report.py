@@ -17,6 +17,7 @@ import numpy as np
 
 from engine.errors import ConfigError
 from engine.tasks import summary_rows
+from engine.markdown import table
 
 
 def combined_rows(task: str, runs: Sequence, read_summary) -> list[dict[str, Any]]:
@@ -64,22 +65,17 @@ def markdown(rows: Sequence[dict[str, Any]], keys: Sequence[str], metric: str, t
     sim = any(r.get("simulated") for r in rows)
     extra = [c for c in ("failed", "parse_failures") if any(c in r for r in rows)]
     lines = [f"**{title}**" + (" - figures are SIMULATED (seeded test policy), not a language model's" if sim else ""),
-             "", "| " + " | ".join([*keys, "method", metric, *extra]) + " |",
-             "|" + " --- |" * (len(keys) + 2 + len(extra))]
-    for r in rows:
-        cells = [_fmt(r.get(k)) for k in keys] + [str(r.get("method")), _fmt(r.get(metric))]
-        cells += [_fmt(r.get(c)) for c in extra]
-        lines.append("| " + " | ".join(cells) + " |")
+             ""]
+    lines += table([*keys, "method", metric, *extra],
+                   ([_fmt(r.get(k)) for k in keys] + [str(r.get("method")), _fmt(r.get(metric))]
+                    + [_fmt(r.get(c)) for c in extra] for r in rows))
     methods = list(dict.fromkeys(r.get("method") for r in rows))
     for key in keys:
         values = list(dict.fromkeys(r.get(key) for r in rows))
-        lines += ["", f"{metric} by {key} (mean over the other swept keys):", "",
-                  "| method | " + " | ".join(f"{key}={_fmt(v)}" for v in values) + " |",
-                  "|" + " --- |" * (len(values) + 1)]
-        for m in methods:
-            cells = [_fmt(_mean([r.get(metric) for r in rows if r.get("method") == m and r.get(key) == v]))
-                     for v in values]
-            lines.append(f"| {m} | " + " | ".join(cells) + " |")
+        lines += ["", f"{metric} by {key} (mean over the other swept keys):", ""]
+        lines += table(["method"] + [f"{key}={_fmt(v)}" for v in values],
+                       ([m] + [_fmt(_mean([r.get(metric) for r in rows if r.get("method") == m and r.get(key) == v]))
+                               for v in values] for m in methods))
     if failed:
         lines += ["", "Runs that did not finish (not in the table): "
                   + "; ".join(f"{name} (exit {rc}, log {log})" for name, rc, log in failed)]
