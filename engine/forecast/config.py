@@ -82,16 +82,23 @@ class SubagentConfig:
         check(self.max_chars >= 100, f"subagent.max_chars must be >= 100, got {self.max_chars}")
 
 
-@dataclass(frozen=True)
-class ForecastConfig:
-    data: DataConfig
-    run: RunConfig = field(default_factory=RunConfig)
+@dataclass(frozen=True, kw_only=True)
+class AgentSections:
+    """The sections both forecasting tasks share (Prophet Arena's :class:`ForecastConfig`, FutureX's
+    ``FutureXConfig``): the agent, its memory subagent, the sandbox, MemGuide evolution and prompt files."""
+
     agent: AgentConfig = field(default_factory=AgentConfig)
     subagent: SubagentConfig = field(default_factory=SubagentConfig)
     sandbox: SandboxLimits = field(default_factory=SandboxLimits)
     evolution: EvolutionConfig = field(default_factory=EvolutionConfig)
-    memory_baselines: MemoryBaselinesConfig = field(default_factory=MemoryBaselinesConfig)
     prompts: PromptsConfig = field(default_factory=PromptsConfig)  # the user's template files (docs/prompts.md)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ForecastConfig(AgentSections):
+    data: DataConfig
+    run: RunConfig = field(default_factory=RunConfig)
+    memory_baselines: MemoryBaselinesConfig = field(default_factory=MemoryBaselinesConfig)
 
 
 # The forecasting tasks' own top-level keys ([memory]: the budget every memory method shares, read into

@@ -23,11 +23,8 @@ from dataclasses import dataclass, field
 
 from engine.config import check, from_dict, split_tables
 from engine.errors import ConfigError
-from engine.forecast.agent import AgentConfig
-from engine.forecast.config import RunConfig, SubagentConfig
-from engine.forecast.evolution import EvolutionConfig
-from engine.forecast.sandbox import SandboxLimits
-from engine.templates import PromptsConfig, check_files
+from engine.forecast.config import AgentSections, RunConfig
+from engine.templates import check_files
 
 EXAMPLE = "example"  # data.path / data.documents value naming the files shipped in engine/data
 
@@ -56,15 +53,10 @@ class FutureXRunConfig(RunConfig):
     max_questions: int = 0
 
 
-@dataclass(frozen=True)
-class FutureXConfig:
+@dataclass(frozen=True, kw_only=True)
+class FutureXConfig(AgentSections):
     data: FutureXDataConfig
     run: FutureXRunConfig = field(default_factory=FutureXRunConfig)
-    agent: AgentConfig = field(default_factory=AgentConfig)
-    subagent: SubagentConfig = field(default_factory=SubagentConfig)
-    sandbox: SandboxLimits = field(default_factory=SandboxLimits)
-    evolution: EvolutionConfig = field(default_factory=EvolutionConfig)
-    prompts: PromptsConfig = field(default_factory=PromptsConfig)  # the user's template files (docs/prompts.md)
 
 
 def load_memory_baselines_config(config: dict):

@@ -48,7 +48,7 @@ from engine.forecast.futurex_metrics import AccuracyRow, accuracy_row, format_ac
 from engine.forecast.futurex_tasks import EXAMPLE_DOCS, EXAMPLE_ITEMS, futurex_split, is_correct, load_futurex_tasks
 from engine.forecast.round_methods import ForecastContext
 from engine.forecast.search import SearchProvider, SearchResult
-from engine.forecast.task import (NAMES, ForecastTask, answered, by_question, evolution_episodes,
+from engine.forecast.task import (NAMES, ForecastRun, ForecastTask, answered, by_question, evolution_episodes,
                                   question_episodes, tag_of, usage_total, worker_path,
                                   worker_prompts)
 from engine.forecast.validation_metric import ValidationMetric
@@ -169,32 +169,23 @@ def futurex_record(ep, ctx, mode: str) -> dict:
     return rec
 
 
-@dataclass
-class FutureXRun:
-    """The parsed config and data of one ``toe run``."""
+@dataclass(kw_only=True)
+class FutureXRun(ForecastRun):
+    """The parsed config and data of one FutureX ``toe run``."""
 
-    config: dict
-    cfg: Any
     items_path: Path
     docs_path: Path | None
     tasks: list
     evo: list
     ev: list
-    evaluated: list
-    prompts_entry: dict
-    prompts_warning: str | None
-    seed: int
-    out: Path
-    t0: float
-    sandbox: dict | None = None
-    ctx: ForecastContext | None = None
-    llm_cfg: Any = None  # the run's [llm] (LLMConfig), parsed once
     mb_cfg: Any = None  # [memory_baselines] when a memory method runs
 
 
 class FutureXTask(ForecastTask):
     name = "futurex"
     default_metric = "accuracy"
+    run_class = FutureXRun
+    load_config = staticmethod(load_futurex_config)
 
     @staticmethod
     def summary_rows(summary: dict) -> list[dict]:
@@ -210,14 +201,7 @@ class FutureXTask(ForecastTask):
         return {"items": n if exp.cfg.data.path != EXAMPLE else f"{n} (fictional example)",
                 "evolution pool": len(exp.evo), "evaluation items per method": len(exp.evaluated)}
 
-    def parse(self, config, options) -> FutureXRun:
-        from engine.forecast.run_support import use_prompts
-        from engine.run_options import run_llm
-
-        t0 = time.perf_counter()
-        cfg = load_futurex_config(config)
-        llm_cfg = run_llm(config, options)
-        prompts_entry, prompts_warning = use_prompts(cfg.prompts, llm_cfg)
+    def _parse(self, config, cfg) -> dict[str, Any]:
         mb_cfg = (load_memory_baselines_config(config)
                   if ("memory_baselines" in config or any(m in MEMORY_MODES for m in cfg.run.methods)) else None)
         items_path = _resolve(cfg.data.path, "data.path", EXAMPLE_ITEMS)
@@ -226,9 +210,8 @@ class FutureXTask(ForecastTask):
         evo, ev = futurex_split(tasks, cfg.data.n_evo, cfg.data.split_seed)
         if {t.qid for t in evo} & {t.qid for t in ev}:
             raise AssertionError("the FutureX split put an item in both the pool and the evaluation")
-        evaluated = ev[: cfg.run.max_questions] if cfg.run.max_questions else ev
-        return FutureXRun(dict(config), cfg, items_path, docs_path, tasks, evo, ev, evaluated, prompts_entry,
-                          prompts_warning, llm_cfg.seed, run_folder(options), t0, llm_cfg=llm_cfg, mb_cfg=mb_cfg)
+        return {"items_path": items_path, "docs_path": docs_path, "tasks": tasks, "evo": evo, "ev": ev,
+                "evaluated": ev[: cfg.run.max_questions] if cfg.run.max_questions else ev, "mb_cfg": mb_cfg}
 
     def _context(self, exp: FutureXRun) -> ForecastContext:
         from engine.embed import embedder_from_table

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -121,27 +121,33 @@ def prophet_record(ep, ctx, mode: str) -> dict:
             "raw_answer": ep.raw_answer[-400:]}
 
 
-@dataclass
-class ProphetArenaRun:
-    """The parsed config and data of one ``toe run``."""
+@dataclass(kw_only=True)
+class ForecastRun:
+    """What both forecasting tasks' parsed plans hold: the config, its sections, the [llm] (parsed once), the
+    prompt files in use, where the run writes; and what :meth:`ForecastTask.prepare` builds."""
 
     config: dict
     cfg: Any
-    path: Path
-    all_questions: list
-    splits: list
-    evaluated: list
-    eval_by_category: dict
+    llm_cfg: Any
     prompts_entry: dict
     prompts_warning: str | None
     seed: int
     out: Path
     t0: float
+    evaluated: list  # the held-out items every model row is scored on
     sandbox: dict | None = None
     ctx: ForecastContext | None = None
-    items: dict = field(default_factory=dict)
-    llm_cfg: Any = None  # the run's [llm] (LLMConfig), parsed once
-    questions: list = field(default_factory=list)  # the questions of the configured categories
+
+
+@dataclass(kw_only=True)
+class ProphetArenaRun(ForecastRun):
+    """The parsed config and data of one Prophet Arena ``toe run``."""
+
+    path: Path
+    all_questions: list
+    questions: list  # the questions of the configured categories
+    splits: list
+    eval_by_category: dict
 
 
 class ForecastTask:
@@ -151,6 +157,19 @@ class ForecastTask:
     keys = FORECAST_KEYS
     policy = "engine.forecast.simulated:policy_for"
     resume_overrides = {"run.checkpoint": True}
+
+    def parse(self, config, options):
+        """The task's sections, the [llm] as parsed once, the prompt files, then the task's data (``_parse``)."""
+        from engine.forecast.run_support import use_prompts
+        from engine.run_options import run_llm
+
+        t0 = time.perf_counter()
+        cfg = self.load_config(config)
+        llm_cfg = run_llm(config, options)
+        prompts_entry, prompts_warning = use_prompts(cfg.prompts, llm_cfg)
+        return self.run_class(config=dict(config), cfg=cfg, llm_cfg=llm_cfg, prompts_entry=prompts_entry,
+                              prompts_warning=prompts_warning, seed=llm_cfg.seed, out=run_folder(options), t0=t0,
+                              **self._parse(config, cfg))
 
     def prepare(self, exp) -> None:
         """Before any run: the sandbox checked (MemTools runs need it to work before any LLM call), then the
@@ -203,6 +222,13 @@ class ForecastTask:
 class ProphetArenaTask(ForecastTask):
     name = "forecast"
     default_metric = "brier"
+    run_class = ProphetArenaRun
+
+    @staticmethod
+    def load_config(config):
+        from engine.forecast.config import load_forecast_config
+
+        return load_forecast_config(config)
 
     @staticmethod
     def summary_rows(summary: dict) -> list[dict]:
@@ -217,16 +243,9 @@ class ProphetArenaTask(ForecastTask):
         return {"questions loaded": len(exp.questions), "categories": len(exp.splits),
                 "held-out questions per method": len(exp.evaluated)}
 
-    def parse(self, config, options) -> ProphetArenaRun:
-        from engine.forecast.config import load_forecast_config
+    def _parse(self, config, cfg) -> dict[str, Any]:
         from engine.forecast.data import category_splits, load_prophet_arena, train_ids_from_files
-        from engine.forecast.run_support import use_prompts
-        from engine.run_options import run_llm
 
-        t0 = time.perf_counter()
-        cfg = load_forecast_config(config)
-        llm_cfg = run_llm(config, options)
-        prompts_entry, prompts_warning = use_prompts(cfg.prompts, llm_cfg)
         path = data_path(cfg)
         all_questions = load_prophet_arena(path)
         questions = load_prophet_arena(path, cfg.data.categories) if cfg.data.categories else all_questions
@@ -234,10 +253,9 @@ class ProphetArenaTask(ForecastTask):
         splits = category_splits(questions, cfg.data.n_evo, cfg.data.split_seed, evo_ids)
         eval_by_category = {s.category: (list(s.eval)[: cfg.run.max_questions] if cfg.run.max_questions
                                          else list(s.eval)) for s in splits}
-        evaluated = [q for s in splits for q in eval_by_category[s.category]]
-        return ProphetArenaRun(dict(config), cfg, path, all_questions, splits, evaluated, eval_by_category,
-                               prompts_entry, prompts_warning, llm_cfg.seed, run_folder(options), t0,
-                               llm_cfg=llm_cfg, questions=questions)
+        return {"path": path, "all_questions": all_questions, "questions": questions, "splits": splits,
+                "eval_by_category": eval_by_category,
+                "evaluated": [q for s in splits for q in eval_by_category[s.category]]}
 
     def _context(self, exp: ProphetArenaRun) -> ForecastContext | None:
         from engine.embed import embedder_from_table
