@@ -1,9 +1,11 @@
 """HNSW index over the experience store's node rows; labels ARE node ids.
 
-ToE retrieves perspectives by cosine similarity (leaf threshold lambda = 0.8,
-k1 = 8 candidates at the first level), the merger looks for near-duplicate
-siblings, and the baselines retrieve past experiences by similarity. This
-module serves all three from one :class:`NodeIndex`:
+Its users: finance ToE's retrieval under an (industry, factor) prefix and the
+merger's sibling search (cosine; k1 = 8 candidates, leaf threshold lambda = 0.8),
+through one index per large prefix (:mod:`engine.index.subtrees`; labels are
+experience rows there), and the forecasting document search
+(:mod:`engine.forecast.search`). The memory baselines keep their own stores
+(mem0's FAISS, MemRL's and ReMe's arrays). One :class:`NodeIndex`:
 
 * the hnswlib graph is labelled with the store's int64 node ids, so a query
   returns node ids directly (``labels.view(np.int64)``: no dict, no Python
