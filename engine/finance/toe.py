@@ -126,7 +126,7 @@ class _FastView:
         self.reliability, self.hit = cols.reliability, cols.hit
         self._ends = self.nodes["text_end"]
         self._paths = exp["path"]
-        self._leaf = exp["path"][:, -1]  # an experience's direction node (fixed once the row exists)
+        self.leaf = exp["path"][:, -1]  # an experience's direction node (fixed once the row exists)
         # decoded texts by (node, end of its bytes): the text buffer only grows, so a key never changes
         # meaning and the cache may outlive one snapshot (the method keeps it across rounds)
         self._texts: dict[tuple[int, int], str] = {} if texts is None else texts
@@ -162,7 +162,7 @@ class _FastView:
 
     def leaf_texts(self, eids: np.ndarray) -> list[str]:
         """The direction text of each experience row in ``eids``."""
-        return [self.node_text(n) for n in self._leaf[eids].tolist()]
+        return [self.node_text(n) for n in self.leaf[eids].tolist()]
 
     def directions(self, fnode: int) -> np.ndarray:
         """Active experience rows under a factor node, in creation order (read-only)."""

@@ -4,8 +4,8 @@
 experience rows (a direction's row; rows are created in order, so row order is creation
 order). Used by ``PipeToE._candidates`` (leaf retrieval) and the merger's sibling search when a
 prefix holds at least ``toe.index_min`` active directions; below that the exact product runs.
-These functions read a store reader (``_FastView`` or :class:`engine.store.ExperienceStore`)
-and never write the store.
+These functions read the round's store view (``PipeToE``'s ``_FastView``: ``nodes``, ``leaf``,
+``active``, ``leaf_texts``) or the store (:func:`restore_prefix_index`), and never write the store.
 """
 
 from __future__ import annotations
@@ -38,13 +38,13 @@ def embedder_tag(embedder) -> dict:
 def prefix_top(index: SubtreeIndex, view, embedder, fnode: int, vec: np.ndarray, k: int):
     """The ``k`` active directions under factor node ``fnode`` of ``view`` closest to ``vec``:
     ``(rows i8[m], sims f4[m])`` by decreasing cosine, ties to the older row (the index grows here first)."""
-    leaf, parent, eid = view._leaf, view._nodes["parent"], view._nodes["eid"]
+    leaf, parent, eid = view.leaf, view.nodes["parent"], view.nodes["eid"]
 
     def rows_after(last: int) -> np.ndarray:
         lo = last + 1
         return lo + np.flatnonzero(parent[leaf[lo:]] == fnode)
 
-    newest = int(eid[view._nodes["last_child"].item(fnode)])
+    newest = int(eid[view.nodes["last_child"].item(fnode)])
     return index.top(fnode, vec, k, newest=newest, rows_after=rows_after,
                      vectors_of=lambda rows: embedder.embed(view.leaf_texts(rows)), valid=view.active)
 
