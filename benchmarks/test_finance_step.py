@@ -128,9 +128,16 @@ def pipe_toe_workload():
 @pytest.mark.skipif(not instructions.available(), reason="needs valgrind (apt-get install valgrind)")
 def test_instructions_side_by_side():
     """The same comparison in machine instructions (callgrind): what load on the machine does not change."""
-    with revision_tree(REFERENCE) as old_tree:
-        old = instructions.count("test_finance_step", "pipe_toe_workload", root=old_tree)
-    new = instructions.count("test_finance_step", "pipe_toe_workload")
+    try:
+        with revision_tree(REFERENCE) as old_tree:
+            for root in (old_tree, ROOT):  # a native pass first: Numba compiles and caches the kernels outside
+                timed("test_finance_step", "pipe_toe_workload", root)  # valgrind
+            old = instructions.count("test_finance_step", "pipe_toe_workload", root=old_tree)
+        new = instructions.count("test_finance_step", "pipe_toe_workload")
+    except RuntimeError as exc:
+        if "SIGILL" in str(exc):  # e.g. the hnswlib wheel (imported by finance ToE since its node index) is
+            pytest.skip(f"valgrind cannot run this workload's native code: {str(exc)[-300:]}")  # built for AVX-512
+        raise
     print(f"\nPipe+ToE over {DAYS} days, instructions: this tree {new / 1e9:.3f} G, {REFERENCE} {old / 1e9:.3f} G, "
           f"ratio {new / old:.3f}x")
     record("finance", f"revision-instructions,days={DAYS}", {
