@@ -24,7 +24,7 @@ from __future__ import annotations
 import functools
 import importlib
 import importlib.util
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 

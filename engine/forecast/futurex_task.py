@@ -53,7 +53,6 @@ from engine.forecast.task import (NAMES, ForecastRun, ForecastTask, answered, by
                                   worker_prompts)
 from engine.forecast.validation_metric import ValidationMetric
 from engine.rounds import Episode
-from engine.run_folder import run_folder
 from engine.runner import RunSpec, Summary
 
 TITLE = "ForeDreamer on FutureX"
