@@ -51,19 +51,15 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import _tables as bench  # noqa: E402  (benchmarks/_tables.py)
 
 sys.path.insert(0, str(ROOT))
-from engine.finance.report import cosine_table, unusable_answers  # noqa: E402  (the run's table.md writes the same)
+from engine.finance.report import RETRIEVAL_HEAD, cosine_table, unusable_answers  # noqa: E402  (the run's table.md writes the same)
 from engine.finance.retrieval import format_retrieval  # noqa: E402
 from engine.markdown import table  # noqa: E402
 
 # run name -> the command that made docs/results/<name>/summary.json
 RUNS = {
     "game24": ".venv/bin/toe run configs/game24.toml --out runs/game24",
-    # the run before issue 33 (hashing embedder, earlier news texts: Pipe+ToE retrieved nothing); the shipped config
-    # now runs all-MiniLM-L6-v2 and Pipe+ToE (no retrieval) too: finance-retrieval below is that config's run
-    "finance": "git checkout 0276c00 && .venv/bin/toe run configs/finance-synthetic.toml --out runs/finance",
-    "finance-retrieval": (".venv/bin/toe run configs/finance-synthetic.toml "
-                          "--set 'methods=[\"Pipe\",\"Pipe+ToE\",\"Pipe+ToE (no retrieval)\"]' --set 'seeds=[0]' "
-                          "--out runs/finance-retrieval"),
+    # the shipped config: all-MiniLM-L6-v2, retrieval on, the no-retrieval ablation among the methods
+    "finance": ".venv/bin/toe run configs/finance-synthetic.toml --out runs/finance",
     # its reference rows need no model; the model rows of this run are the simulated harness's
     "prophet-arena": ".venv/bin/toe run configs/prophet-arena.toml --set llm.backend=\"simulated\" --out runs/pa",
     "game24-filtered": (".venv/bin/toe run configs/game24.toml --set tot.drop_invalid_steps=true "
@@ -165,18 +161,21 @@ def finance_exploitation(summary: dict) -> list[str]:
                   for m in methods))
 
 
-def _finance_metric(metric: str) -> Callable[[dict], list[str]]:
+def _finance_metric(metric: str, retrieval: bool = False) -> Callable[[dict], list[str]]:
     def render(summary: dict) -> list[str]:
         get, hs = _finance_get(summary), summary["meta"]["horizons"]
         methods = list(dict.fromkeys(r["method"] for r in summary["methods"]))
+        usage = summary["meta"].get("usage", {})
         head = (["Method"] + [f"{h}d {p}" for h in hs for p in ("Exploitation", "Overall")]
-                + ["Exp. tokens / prompt", "Unusable answers"])
+                + ["Exp. tokens / prompt", "Unusable answers"] + (list(RETRIEVAL_HEAD) if retrieval else []))
         return table(head, ([m + _finance_tag(summary)]
                             + [_f(get[(m, h, p)][metric]) for h in hs for p in ("Exploitation", "Overall")]
                             + [_exp_tokens(get[(m, hs[0], 'Exploitation')]), unusable_answers(summary["meta"], m)]
+                            + (list(format_retrieval(usage.get(m))) if retrieval else [])
                             for m in methods))
 
-    render.__doc__ = f"docs/finance.md: {metric}, mean over seeds, Exploitation and Overall per horizon."
+    render.__doc__ = (f"docs/finance.md: {metric}, mean over seeds, Exploitation and Overall per horizon"
+                      + (", with each ToE row's retrieval figures (engine.finance.retrieval)." if retrieval else "."))
     return render
 
 
@@ -195,19 +194,6 @@ def finance_relative(summary: dict) -> list[str]:
         cells = [per["Exploitation"], per["Overall"], per["Exploitation"] + per["Overall"]]
         rows.append([m + _finance_tag(summary)] + ["n/a" if not c else f"{100 * sum(c) / len(c):+.2f}%" for c in cells])
     return table(("Method", "Exploitation", "Overall", "All settings"), rows)
-
-
-def finance_retrieval(summary: dict) -> list[str]:
-    """docs/finance.md: tsIC per horizon (Exploitation / Overall) with each ToE row's retrieval figures
-    (engine.finance.retrieval: retrieval rate, candidates per item, updates from retrieval / from the proposer)."""
-    get, hs = _finance_get(summary), summary["meta"]["horizons"]
-    methods = list(dict.fromkeys(r["method"] for r in summary["methods"]))
-    usage = summary["meta"].get("usage", {})
-    return table(["Method"] + [f"{h}d Exploitation / Overall" for h in hs]
-                 + ["Retrieval rate", "Candidates / item", "Updates from retrieval / proposer"],
-                 ([m + _finance_tag(summary)]
-                  + [f"{_f(get[(m, h, 'Exploitation')]['tsIC'])} / {_f(get[(m, h, 'Overall')]['tsIC'])}" for h in hs]
-                  + list(format_retrieval(usage.get(m))) for m in methods))
 
 
 def finance_cosines(summary: dict) -> list[str]:
@@ -290,11 +276,10 @@ TABLES: dict[str, tuple[str, str, Callable[[dict], list[str]]]] = {
     "finance-table": ("docs/commands.md", "finance", finance_exploitation),
     "game24-full-table": ("docs/game24.md", "game24", game24_full),
     "game24-baselines-table": ("docs/baselines.md", "game24", game24_baselines),
-    "finance-tsic-table": ("docs/finance.md", "finance", _finance_metric("tsIC")),
+    "finance-tsic-table": ("docs/finance.md", "finance", _finance_metric("tsIC", retrieval=True)),
     "finance-csic-table": ("benchmarks/results/finance.md", "finance", _finance_metric("csIC")),
     "finance-relative-table": ("docs/finance.md", "finance", finance_relative),
-    "finance-retrieval-table": ("docs/finance.md", "finance-retrieval", finance_retrieval),
-    "finance-cosine-table": ("docs/finance.md", "finance-retrieval", finance_cosines),
+    "finance-cosine-table": ("docs/finance.md", "finance", finance_cosines),
     "game24-filtered-table": ("docs/game24.md", "game24-filtered", game24_filtered),
     "forecast-baselines-table": ("docs/forecast_baselines.md", "forecast-baselines", forecast_brier_accuracy),
     "futurex-table": ("docs/futurex.md", "futurex", futurex_accuracy),
@@ -302,6 +287,9 @@ TABLES: dict[str, tuple[str, str, Callable[[dict], list[str]]]] = {
     "game24-smollm2-table": ("docs/game24.md", "game24-smollm2", game24_short),
 }
 # the benchmarks' tables: the source is "bench:<topic>" (benchmarks/results/<topic>.json; "bench:*" every topic)
+_CLASH = sorted(set(TABLES) & set(bench.TABLES))
+if _CLASH:  # one name, one block: a run's table and a benchmark's must not share a marker
+    raise SystemExit(f"doc_tables: marker(s) {_CLASH} named both in scripts/doc_tables.py and benchmarks/_tables.py")
 TABLES.update({name: (doc, f"bench:{topic}", render) for name, (doc, topic, render) in bench.TABLES.items()})
 
 
