@@ -151,14 +151,21 @@ def _f(x) -> str:
     return "n/a" if x is None else f"{x:.4f}"
 
 
-def finance_exploitation(summary: dict) -> list[str]:
-    """README: Exploitation-period tsIC per horizon, mean over seeds."""
+def finance_exploitation(summary: dict, retrieval: bool = False) -> list[str]:
+    """docs/commands.md: Exploitation-period tsIC per horizon, mean over seeds (README: with the retrieval rate)."""
     get, hs = _finance_get(summary), summary["meta"]["horizons"]
     methods = list(dict.fromkeys(r["method"] for r in summary["methods"]))
-    return table(["Method"] + [f"{h}d" for h in hs] + ["Exp. tokens / prompt", "Unusable answers"],
+    usage = summary["meta"].get("usage", {})
+    return table(["Method"] + [f"{h}d" for h in hs] + ["Exp. tokens / prompt", "Unusable answers"]
+                 + (["Retrieval rate"] if retrieval else []),
                  ([m + _finance_tag(summary)] + [f"{get[(m, h, 'Exploitation')]['tsIC']:.3f}" for h in hs]
                   + [_exp_tokens(get[(m, hs[0], 'Exploitation')]), unusable_answers(summary["meta"], m)]
-                  for m in methods))
+                  + ([format_retrieval(usage.get(m))[0]] if retrieval else []) for m in methods))
+
+
+def finance_readme(summary: dict) -> list[str]:
+    """README: Exploitation-period tsIC per horizon with each ToE row's retrieval rate."""
+    return finance_exploitation(summary, retrieval=True)
 
 
 def _finance_metric(metric: str, retrieval: bool = False) -> Callable[[dict], list[str]]:
@@ -274,6 +281,7 @@ TABLES: dict[str, tuple[str, str, Callable[[dict], list[str]]]] = {
     "prophet-reference-full-table": ("docs/forecast.md", "prophet-arena", prophet_reference_full),
     "game24-table": ("README.md", "game24", game24_short),
     "finance-table": ("docs/commands.md", "finance", finance_exploitation),
+    "finance-readme-table": ("README.md", "finance", finance_readme),
     "game24-full-table": ("docs/game24.md", "game24", game24_full),
     "game24-baselines-table": ("docs/baselines.md", "game24", game24_baselines),
     "finance-tsic-table": ("docs/finance.md", "finance", _finance_metric("tsIC", retrieval=True)),
