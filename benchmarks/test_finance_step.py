@@ -41,7 +41,7 @@ DAYS = int(os.environ.get("TOE_BENCH_FIN_DAYS", 60))
 REFERENCE = os.environ.get("TOE_BENCH_FIN_REF", "93d7ba3")
 RESULTS: dict[str, float] = {}
 MEDIANS: dict[str, float] = {}
-STREAM_NAMES = {"Pipe+Mem0": "Pipe+Mem0 (arrays store)",
+STREAM_NAMES = {"Pipe+Mem0": "Pipe+Mem0 (mem0 library)",
                 "Pipe+ToE": "Pipe+ToE (round loop, ExperienceStore + FeedbackLedger)"}
 
 
