@@ -41,7 +41,7 @@ class Workload:
 def _llm_table(server: dict | None) -> dict:
     if server is None:
         return {"backend": "simulated"}
-    return {"backend": "server_model", "server_backend": "simulated", "server_model": dict(server)}
+    return {"backend": "server_model", "server_model": {**server, "backend": "simulated"}}
 
 
 def _pick(task, exp, method: str, seed: int = 0):

@@ -97,13 +97,17 @@ def parse_value(text: str) -> Any:
         return text
 
 
-def apply_overrides(data: Mapping[str, Any], overrides: Sequence[str]) -> dict[str, Any]:
+def apply_overrides(data: Mapping[str, Any], overrides: Sequence[str],
+                    aliases: Mapping[str, tuple[str, ...]] | None = None) -> dict[str, Any]:
     """Return a deep copy of ``data`` with ``["a.b=1", "c=x"]`` applied.
 
     Values are parsed as TOML (``1``, ``0.5``, ``true``, ``[1, 2]``, ``"s"``);
-    anything that is not valid TOML is taken as a bare string.
+    anything that is not valid TOML is taken as a bare string. ``aliases`` (earlier dotted names ->
+    the key(s) each names now, :func:`move_aliases`) are moved in ``data`` first, and an override
+    that names one sets its key(s) instead, so an override replaces a value whichever name the file used.
     """
-    out = _deepcopy(data)
+    aliases = aliases or {}
+    out = move_aliases(copy_tables(data), aliases)
     for item in overrides:
         if "=" not in item:
             raise ConfigError(f"--set expects KEY=VALUE, got {item!r}")
@@ -111,14 +115,48 @@ def apply_overrides(data: Mapping[str, Any], overrides: Sequence[str]) -> dict[s
         parts = [p for p in key.strip().split(".")]
         if not all(parts):
             raise ConfigError(f"--set key {key!r} has an empty component")
-        node = out
-        for part in parts[:-1]:
-            child = node.setdefault(part, {})
-            if not isinstance(child, dict):
-                raise ConfigError(f"--set {key}: {part!r} is a value, not a section")
-            node = child
-        node[parts[-1]] = parse_value(raw.strip())
+        value = parse_value(raw.strip())
+        for target in renamed(key.strip(), aliases):
+            _set(out, target.split("."), value, key)
     return out
+
+
+def renamed(key: str, aliases: Mapping[str, tuple[str, ...]]) -> tuple[str, ...]:
+    """The key(s) dotted ``key`` names now: itself, or what its alias (``key`` or a prefix of it) names."""
+    parts = key.split(".")
+    for i in range(len(parts), 0, -1):
+        targets = aliases.get(".".join(parts[:i]))
+        if targets:
+            return tuple(".".join([t, *parts[i:]]) for t in targets)
+    return (key,)
+
+
+def move_aliases(data: dict[str, Any], aliases: Mapping[str, tuple[str, ...]]) -> dict[str, Any]:
+    """``data`` (changed in place) with each value at an alias (an earlier dotted name, e.g. ``llm.base_url``)
+    moved to the key(s) it names; an alias and its key both set to different values raise ConfigError."""
+    for alias, targets in aliases.items():
+        *path, last = alias.split(".")
+        node = lookup(data, ".".join(path)) if path else data
+        if not isinstance(node, dict) or last not in node:
+            continue
+        value = node.pop(last)
+        for target in targets:
+            current = lookup(data, target)
+            if current is not None and current != value:
+                raise ConfigError(f"{alias} = {value!r} and {target} = {current!r} are both set: {alias} is the "
+                                  f"earlier name of {target}; set one (e.g. --set {target}=...)")
+            _set(data, target.split("."), value, alias)
+    return data
+
+
+def _set(data: dict[str, Any], parts: list[str], value: Any, key: str) -> None:
+    node = data
+    for part in parts[:-1]:
+        child = node.setdefault(part, {})
+        if not isinstance(child, dict):
+            raise ConfigError(f"--set {key}: {part!r} is a value, not a section")
+        node = child
+    node[parts[-1]] = value
 
 
 def lookup(config: Mapping[str, Any], key: str) -> Any:
@@ -131,8 +169,9 @@ def lookup(config: Mapping[str, Any], key: str) -> Any:
     return node
 
 
-def _deepcopy(data: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: _deepcopy(v) if isinstance(v, Mapping) else v for k, v in data.items()}
+def copy_tables(data: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of ``data`` whose tables (mappings) are copied too, at every depth."""
+    return {k: copy_tables(v) if isinstance(v, Mapping) else v for k, v in data.items()}
 
 
 def from_dict(cls: type[T], data: Mapping[str, Any] | None, where: str = "") -> T:

@@ -15,7 +15,7 @@ budgets that fit the model"):
 
 A prompt must also fit the backend's context window (:func:`context_window`:
 ``llm.context_window`` when set, else what the backend knows: the embedded
-model's ``llm.context``, vLLM's ``max_model_len``). :func:`room` is the
+model's ``llm.local.context``, vLLM's ``max_model_len``). :func:`room` is the
 experience budget that leaves room for the rest of the prompt and the answer;
 :class:`FitStats` counts how often fitting dropped something, and the tables
 report the mean experience tokens per prompt of every row.

@@ -43,7 +43,7 @@ def answered_by(records: Sequence[Mapping[str, Any]], llm_cfg) -> tuple[str, str
     replay names the backend that recorded its trace, not "replay".
     """
     seen = sorted({(str(r.get("backend") or ""), str(r.get("model") or "")) for r in records} - {("", "")})
-    fallback_backend = llm_cfg.replay_backend if llm_cfg.backend == "replay" else llm_cfg.backend
+    fallback_backend = llm_cfg.answering
     fallback_model = llm_cfg.model or llm_cfg.backend
     if not seen:
         return fallback_backend, fallback_model

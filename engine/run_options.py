@@ -1,8 +1,8 @@
 """The options of one ``toe run`` that are not in its config, and the engine's sections parsed once per run.
 
 :class:`RunOptions` is what the CLI (or a caller) hands the runner; :func:`with_engine_sections` parses the
-config's ``[cluster]`` and ``[llm]`` into it once, and every component reads them from there
-(:func:`run_llm`), never from the TOML again.
+config's ``[cluster]``, ``[llm]`` and ``[embed]`` into it once, and every component reads them from there
+(:func:`run_llm`, :func:`run_embed`), never from the TOML again.
 """
 
 from __future__ import annotations
@@ -28,22 +28,25 @@ class RunOptions:
     # the engine's sections, parsed once per run (with_engine_sections); None: not parsed yet
     cluster: Any = None  # [cluster]: engine.executor.ClusterConfig
     llm: Any = None  # [llm]: engine.llm.config.LLMConfig
+    embed: Any = None  # [embed]: engine.embed.EmbedConfig
 
 
 def with_engine_sections(config: Mapping[str, Any], options: RunOptions) -> RunOptions:
-    """``options`` carrying the config's ``[cluster]`` and ``[llm]`` parsed (once per run: the CLI parses them
-    before :func:`resolve`, the runner when called without them); the executors, the task and the run folder
-    read them from there (:func:`run_llm`) and never parse them again."""
-    if getattr(options, "cluster", None) is not None and getattr(options, "llm", None) is not None:
+    """``options`` carrying the config's ``[cluster]``, ``[llm]`` and ``[embed]`` parsed (once per run: the CLI
+    parses them before :func:`resolve`, the runner when called without them); the executors, the task and the
+    run folder read them from there (:func:`run_llm`, :func:`run_embed`) and never parse them again."""
+    if all(getattr(options, name, None) is not None for name in ("cluster", "llm", "embed")):
         return options
     import dataclasses
     from types import SimpleNamespace
 
+    from engine.embed import config as embed_config
     from engine.executor import settings
     from engine.llm import config as llm_config
 
     parsed = {"cluster": getattr(options, "cluster", None) or settings.parse_cluster(config),
-              "llm": getattr(options, "llm", None) or llm_config.load_llm_config(config.get("llm"))}
+              "llm": getattr(options, "llm", None) or llm_config.load_llm_config(config.get("llm")),
+              "embed": getattr(options, "embed", None) or embed_config.load_embed_config(config)}
     if dataclasses.is_dataclass(options):
         return dataclasses.replace(options, **parsed)
     return SimpleNamespace(**{**vars(options), **parsed})  # a caller's own options object
@@ -58,3 +61,14 @@ def run_llm(config: Mapping[str, Any], options) -> Any:
     from engine.llm import config as llm_config
 
     return llm_config.load_llm_config(config.get("llm"))
+
+
+def run_embed(config: Mapping[str, Any], options) -> Any:
+    """The run's ``[embed]`` (:class:`engine.embed.EmbedConfig`): ``options.embed`` as parsed once per run, else
+    parsed from ``config``."""
+    parsed = getattr(options, "embed", None)
+    if parsed is not None:
+        return parsed
+    from engine.embed import config as embed_config
+
+    return embed_config.load_embed_config(config)

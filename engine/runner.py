@@ -163,15 +163,15 @@ def resolved_config(task: Task, exp, config: Mapping[str, Any], llm_cfg=None) ->
 
 
 def engine_probe(cfg):
-    """A factory of :class:`engine.llm.engine_metrics.MetricsSampler` on the run's ``llm.metrics_url`` (``cfg``, its
-    :class:`~engine.llm.config.LLMConfig`), or None."""
+    """A factory of :class:`engine.llm.engine_metrics.MetricsSampler` on the run's ``llm.openai.metrics_url``
+    (``cfg``, its :class:`~engine.llm.config.LLMConfig`), or None."""
     import functools
 
     from engine.llm.config import metrics_endpoint
     from engine.llm.engine_metrics import MetricsSampler
 
     url = metrics_endpoint(cfg)
-    return None if url is None else functools.partial(MetricsSampler, url, cfg.metrics_interval_s)
+    return None if url is None else functools.partial(MetricsSampler, url, cfg.openai.metrics_interval_s)
 
 
 def engine_line(label: str, stats: Mapping[str, Any]) -> str | None:
@@ -409,7 +409,7 @@ def usage_notes(summary: Summary, records: Sequence[Mapping[str, Any]]) -> str:
     """What the records say beyond each task's own columns (:func:`engine.llm.base.usage_fields`), added to
     every table row and ``summary.json``; returns the lines the tables end with ("" when there is none).
 
-    * ``llm.on_error = "record"``: each row's ``failed_episodes`` (its episodes with a request that failed
+    * ``llm.openai.on_error = "record"``: each row's ``failed_episodes`` (its episodes with a request that failed
       after its retries), ``meta.llm_errors`` the totals and the first reason;
     * a server reporting prefix-cache hits: each row's ``cached_tokens`` and ``prefix_cache_hit_rate``
       (cached / prompt tokens of the requests that reported), ``meta.prefix_cache`` the totals."""
@@ -428,7 +428,7 @@ def usage_notes(summary: Summary, records: Sequence[Mapping[str, Any]]) -> str:
         summary.meta["llm_errors"] = {"episodes": len(failed), "requests": int(sum(r["llm_errors"] for r in failed)),
                                       "first": str(failed[0].get("llm_error", ""))}
         notes.append(f"{len(failed)} of {len(records)} episodes had LLM requests that failed after their retries "
-                     f"(llm.on_error = \"record\": answered with nothing, counted in each row's failed_episodes; "
+                     f"(llm.openai.on_error = \"record\": answered with nothing, counted in each row's failed_episodes; "
                      f"the reason is in episodes.parquet, llm_error); first: "
                      f"{str(failed[0].get('llm_error', ''))[:200]}")
     if any(r.get("cache_prompt_tokens") for r in records):

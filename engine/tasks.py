@@ -121,8 +121,6 @@ def prepare(config: Mapping[str, Any], options: RunOptions) -> Prepared:
     ``address``, ``out`` and ``checkpoint`` (folder or None). Raises ConfigError on the
     first thing that is wrong; starts nothing.
     """
-    from engine.config import from_dict
-    from engine.embed.config import EmbedConfig
     from engine.executor import executor_settings
 
     where = str(options.config_path)
@@ -133,11 +131,10 @@ def prepare(config: Mapping[str, Any], options: RunOptions) -> Prepared:
         raise ConfigError(f"title must be a string, got {title!r}")
     llm = options.llm
     answering = llm.served if llm.backend == "server_model" else llm  # a server model answers with its inner
-    if "simulated" in (answering.backend, answering.replay_backend if answering.replay_mode == "passthrough" else None):
+    if "simulated" in (answering.backend, answering.replay.backend if answering.replay.mode == "passthrough" else None):
         from engine.llm.simulated import load_policy
 
         load_policy(task.policy, llm)  # the task's simulated policy, built as the runner will
-    from_dict(EmbedConfig, config.get("embed"), "embed")
     settings = executor_settings(options, config)
     if options.executor == "ray" and importlib.util.find_spec("ray") is None:
         from engine.errors import MissingExtraError
@@ -147,7 +144,7 @@ def prepare(config: Mapping[str, Any], options: RunOptions) -> Prepared:
     own = task.plan(exp, options)
     plan = {
         "task": task.name, "title": title, **own,
-        "backend": llm.backend if llm.backend != "replay" else f"replay of {llm.replay_path}",
+        "backend": llm.backend if llm.backend != "replay" else f"replay of {llm.replay.path}",
         "model": own.get("model") or llm.model or "(backend default)",
         "executor": options.executor, "workers": options.workers, "address": options.address,
         "num_cpus_per_worker": settings["num_cpus_per_worker"],
@@ -156,9 +153,9 @@ def prepare(config: Mapping[str, Any], options: RunOptions) -> Prepared:
         **({"concurrent_runs": settings["concurrent_runs"] or "every run"} if settings["concurrent_runs"] != 1 else {}),
         "out": None if options.out is None else str(options.out),
         "checkpoint": own.get("checkpoint"),
-        **({"engine_kwargs": dict(llm.engine_kwargs)} if llm.engine_kwargs else {}),
-        **({"extra_body": dict(llm.extra_body)} if llm.extra_body else {}),
-        **({"metrics_url": llm.metrics_url} if llm.metrics_url else {}),
+        **({"engine_kwargs": dict(llm.vllm.engine_kwargs)} if llm.vllm.engine_kwargs else {}),
+        **({"extra_body": dict(llm.openai.extra_body)} if llm.openai.extra_body else {}),
+        **({"metrics_url": llm.openai.metrics_url} if llm.openai.metrics_url else {}),
     }
     return Prepared(task, exp, plan, options)
 

@@ -313,8 +313,7 @@ def activate_for_run(pairs: list[tuple[str, str]], llm_cfg) -> tuple[list[Prompt
     import sys
 
     sets = [use(name, path) for name, path in pairs]
-    simulated = llm_cfg.backend == "simulated" or (llm_cfg.backend == "replay"
-                                                   and llm_cfg.replay_backend == "simulated")
+    simulated = llm_cfg.answering == "simulated"
     warning = simulated_warning(sets) if simulated else None
     if warning:
         print(f"warning: {warning}", file=sys.stderr)

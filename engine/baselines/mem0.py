@@ -676,7 +676,7 @@ class Mem0Reader:
             raise BackendError(
                 f"mem0's extraction prompt (its ~34,000-character system prompt) was rejected by backend "
                 f"{getattr(llm, 'name', '?')!r}: {exc}. With a small-context model set [mem0] extraction = \"rule\" "
-                f"or give the model a larger context (llm.context)"
+                f"or give the model a larger context (llm.local.context)"
             ) from exc
         completions, at = [], 0
         for rs in per:

@@ -1,7 +1,7 @@
 """``toe llm generate``: try an LLM backend from the command line.
 
     toe llm generate --backend simulated --n 3 --prompt "..."
-    toe llm generate --backend openai --set llm.base_url=http://127.0.0.1:8000/v1 \\
+    toe llm generate --backend openai --set llm.openai.base_url=http://127.0.0.1:8000/v1 \\
         --set llm.model=Qwen/Qwen2.5-7B-Instruct --prompt-file prompt.txt
     toe llm generate --config configs/game24.toml --prompt "..."     # uses its [llm] table
 
@@ -34,7 +34,7 @@ def register(subparsers) -> None:
     g.add_argument("--task", choices=("game24", "finance", "forecast", "futurex"), default=None,
                    help="whose simulated policy answers llm.backend = simulated (default: the config's task, else game24)")
     g.add_argument("--set", dest="overrides", action="append", default=[], metavar="llm.KEY=VALUE",
-                   help="override an [llm] key, e.g. --set llm.base_url=http://host:8000/v1 (repeatable)")
+                   help="override an [llm] key, e.g. --set llm.openai.base_url=http://host:8000/v1 (repeatable)")
     src = g.add_mutually_exclusive_group(required=True)
     src.add_argument("--prompt", default=None, help="prompt text")
     src.add_argument("--prompt-file", type=Path, default=None, help="file holding the prompt")
@@ -125,20 +125,20 @@ def llm_config_from_args(config: Path | None, overrides, backend: str | None):
     Overrides go through :func:`engine.config.apply_overrides`, as in ``toe run``; a key outside
     ``llm.`` is an error (this command reads only [llm]) and so is an unknown [llm] key.
     """
-    from engine.config import apply_overrides, from_dict, load_toml
+    from engine.config import apply_overrides, load_toml
     from engine.errors import ConfigError
-    from engine.llm.config import LLMConfig
+    from engine.llm.config import ALIASES, load_llm_config
 
     for item in overrides:
         key = item.partition("=")[0].strip()
         if not key.startswith("llm.") or "=" not in item:
             raise ConfigError(f"toe llm generate reads only [llm]: --set takes llm.KEY=VALUE "
-                              f"(e.g. --set llm.base_url=http://HOST:8000/v1), got {item!r}")
+                              f"(e.g. --set llm.openai.base_url=http://HOST:8000/v1), got {item!r}")
     table = load_toml(config).get("llm", {}) if config else {}
-    table = apply_overrides({"llm": table}, overrides)["llm"]
+    table = apply_overrides({"llm": table}, overrides, ALIASES)["llm"]
     if backend:
         table["backend"] = backend
-    cfg = from_dict(LLMConfig, table, "llm")
+    cfg = load_llm_config(table)
     if backend and cfg.backend != backend:  # pragma: no cover - set just above
         raise ConfigError(f"--backend {backend} but [llm] resolved to backend {cfg.backend!r}")
     return cfg

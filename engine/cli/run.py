@@ -17,6 +17,7 @@ from pathlib import Path
 from engine import tracking
 from engine.config import apply_overrides, load_toml
 from engine.errors import ConfigError
+from engine.llm.config import ALIASES
 from engine.run_folder import default_folder
 from engine.tasks import RunOptions, format_plan, prepare, run, with_engine_sections
 
@@ -50,7 +51,7 @@ def finished_run(out: Path) -> Path | None:
 def _run(args) -> int:
     if args.workers < 1:
         raise ConfigError(f"--workers must be >= 1, got {args.workers}")
-    data = apply_overrides(load_toml(args.config), args.overrides)
+    data = apply_overrides(load_toml(args.config), args.overrides, ALIASES)  # ALIASES: [llm]'s earlier flat names
     out = args.out or default_folder(args.config)
     options = RunOptions(
         config_path=args.config, out=out, executor=args.executor, workers=args.workers,

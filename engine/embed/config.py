@@ -122,6 +122,12 @@ def make_embedder(cfg: EmbedConfig):
     )
 
 
+def load_embed_config(config: Mapping[str, Any] | None) -> EmbedConfig:
+    """The ``[embed]`` of a whole config (the one parser of the section; a run parses it once,
+    engine.run_options.with_engine_sections)."""
+    return from_dict(EmbedConfig, (config or {}).get("embed"), "embed")
+
+
 def embedder_from_table(table: Mapping[str, Any] | None, where: str = "embed"):
     """``make_embedder`` straight from a TOML table (None or {} = defaults)."""
     return make_embedder(from_dict(EmbedConfig, table, where))

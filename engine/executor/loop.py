@@ -182,7 +182,7 @@ class RoundLoop:
         # executor_stats.jsonl when made by make_executor): per-worker throughput in the results
         self.stats_path = None if stats_path is None else Path(stats_path)
         # makes a sampler of a real server's metrics (engine.llm.engine_metrics.MetricsSampler: start/stop) read
-        # over each run; its summary goes into stats["server_engine"] (llm.metrics_url)
+        # over each run; its summary goes into stats["server_engine"] (llm.openai.metrics_url)
         self.engine_probe = engine_probe
         self.stats: dict[str, Any] = {}
         self.rounds_done = 0  # live cursor, readable from another thread

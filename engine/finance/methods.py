@@ -190,7 +190,7 @@ class FinanceMethod:
                "s": np.asarray(s, np.float64).tolist(), "backend": backend, "model": model}
         for k in STAT_KEYS:
             rec[k] = int(stats[k]) if k in stats else 0
-        if "usage" in stats:  # failed requests (llm.on_error = "record"), prefix-cache hits
+        if "usage" in stats:  # failed requests (llm.openai.on_error = "record"), prefix-cache hits
             rec.update(usage_fields(stats["usage"]))
         return rec
 

@@ -72,11 +72,11 @@ class FinanceTask:
     def parse(self, config, options) -> FinanceRun:
         import engine.baselines.prompts  # noqa: F401  (registers the baselines' prompts)
         from engine import templates
-        from engine.embed import embedder_from_table
+        from engine.embed import make_embedder
         from engine.finance import prompts as _prompts  # noqa: F401  (registers the finance prompts)
         from engine.finance.config import check_executor, load_finance_config
         from engine.finance.experiment import build_market, day_plan
-        from engine.run_options import run_llm
+        from engine.run_options import run_embed, run_llm
 
         cfg = load_finance_config(config)
         check_executor(cfg, options)
@@ -86,7 +86,7 @@ class FinanceTask:
         market = build_market(cfg)
         plan = day_plan(market, cfg)
         n_channels = len(market.truth["channels"]) if market.truth else 0
-        return FinanceRun(cfg, config, llm_cfg, market, plan, plan.days, embedder_from_table(config.get("embed")),
+        return FinanceRun(cfg, config, llm_cfg, market, plan, plan.days, make_embedder(run_embed(config, options)),
                           n_channels, sets, warning)
 
     def plan(self, run: FinanceRun, options) -> dict[str, Any]:

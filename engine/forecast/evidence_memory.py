@@ -329,7 +329,7 @@ class EvidenceProcessor:
                     raise BackendError(
                         f"mem0's extraction prompt (its ~34,000-character system prompt plus the evidence) was rejected "
                         f"by backend {getattr(self.llm, 'name', '?')!r}: {exc}. With a small-context model set "
-                        f"[memory_baselines] extraction = \"rule\" or give the model a larger context (llm.context)"
+                        f"[memory_baselines] extraction = \"rule\" or give the model a larger context (llm.local.context)"
                     ) from exc
                 from engine.baselines.mem0 import prompt_digest
 

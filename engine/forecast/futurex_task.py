@@ -213,10 +213,10 @@ class FutureXTask(ForecastTask):
                 "evaluated": ev[: cfg.run.max_questions] if cfg.run.max_questions else ev, "mb_cfg": mb_cfg}
 
     def _context(self, exp: FutureXRun) -> ForecastContext:
-        from engine.embed import embedder_from_table
+        from engine.embed import make_embedder
 
         cfg, config = exp.cfg, exp.config
-        embedder = embedder_from_table(config.get("embed"))
+        embedder = make_embedder(exp.embed_cfg)
         corpus = load_futurex_documents(exp.docs_path, embedder) if exp.docs_path else FutureXCorpus()
         if cfg.data.search_provider:
             corpus = FutureXCorpus(corpus.docs, corpus.linked, None, load_search_provider(cfg.data.search_provider))

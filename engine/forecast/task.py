@@ -123,12 +123,13 @@ def prophet_record(ep, ctx, mode: str) -> dict:
 
 @dataclass(kw_only=True)
 class ForecastRun:
-    """What both forecasting tasks' parsed plans hold: the config, its sections, the [llm] (parsed once), the
-    prompt files in use, where the run writes; and what :meth:`ForecastTask.prepare` builds."""
+    """What both forecasting tasks' parsed plans hold: the config, its sections, the [llm] and [embed] (parsed
+    once), the prompt files in use, where the run writes; and what :meth:`ForecastTask.prepare` builds."""
 
     config: dict
     cfg: Any
     llm_cfg: Any
+    embed_cfg: Any  # [embed] as parsed once per run (engine.embed.EmbedConfig)
     prompts_entry: dict
     prompts_warning: str | None
     seed: int
@@ -161,13 +162,14 @@ class ForecastTask:
     def parse(self, config, options):
         """The task's sections, the [llm] as parsed once, the prompt files, then the task's data (``_parse``)."""
         from engine.forecast.run_support import use_prompts
-        from engine.run_options import run_llm
+        from engine.run_options import run_embed, run_llm
 
         t0 = time.perf_counter()
         cfg = self.load_config(config)
         llm_cfg = run_llm(config, options)
         prompts_entry, prompts_warning = use_prompts(cfg.prompts, llm_cfg)
-        return self.run_class(config=dict(config), cfg=cfg, llm_cfg=llm_cfg, prompts_entry=prompts_entry,
+        return self.run_class(config=dict(config), cfg=cfg, llm_cfg=llm_cfg, embed_cfg=run_embed(config, options),
+                              prompts_entry=prompts_entry,
                               prompts_warning=prompts_warning, seed=llm_cfg.seed, out=run_folder(options), t0=t0,
                               **self._parse(config, cfg))
 
@@ -258,12 +260,12 @@ class ProphetArenaTask(ForecastTask):
                 "evaluated": [q for s in splits for q in eval_by_category[s.category]]}
 
     def _context(self, exp: ProphetArenaRun) -> ForecastContext | None:
-        from engine.embed import embedder_from_table
+        from engine.embed import make_embedder
 
         if not exp.evaluated:
             return None
         cfg, questions = exp.cfg, exp.questions
-        embedder = embedder_from_table(exp.config.get("embed"))
+        embedder = make_embedder(exp.embed_cfg)
         if cfg.data.search == "sources":
             from engine.forecast.search import corpus_from_questions
 

@@ -50,16 +50,16 @@ class Game24Task:
                 "tot": exp.tot, "report": exp.report, "prompts": exp.prompts, "memory": exp.memory}
 
     def parse(self, config, options) -> Game24Run:
-        from engine.run_options import run_llm
+        from engine.run_options import run_embed, run_llm
 
         exp = parse_config(config)
         llm_cfg = run_llm(config, options)
         prompt_sets, warning = use_prompts(exp.prompts, llm_cfg, options)
         embedder = None
         if any(m in BASELINE_NAMES for m in exp.methods):
-            from engine.embed import embedder_from_table
+            from engine.embed import make_embedder
 
-            embedder = embedder_from_table(config.get("embed"))
+            embedder = make_embedder(run_embed(config, options))
         warm, test = build_stream(exp.protocol)
         learn = ("warmup", "test") if exp.protocol.learn_on_test else ("warmup",)
         return Game24Run(exp, config, llm_cfg, warm, test, learn, embedder, prompt_sets, warning)

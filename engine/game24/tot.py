@@ -613,7 +613,7 @@ class ToTMethod:
         for run, (outputs, verdicts), trace, upd in zip(runs, finals, traces, updates):
             usage = metered.meter.per_episode.get(run.key, Usage())
             rec = _record(self, run, trace, usage, wall)
-            rec.update(usage_fields(usage))  # failed requests (llm.on_error = "record"), prefix-cache hits
+            rec.update(usage_fields(usage))  # failed requests (llm.openai.on_error = "record"), prefix-cache hits
             rec["backend"], rec["model"] = answered_by(llm)  # a replay: the backend that recorded it
             results.append(EpisodeResult(run.episode.episode_id, rec, upd))
         return results

@@ -95,13 +95,13 @@ class GenericRun:
     title: str
 
 
-def parse(config: Mapping[str, Any], llm_cfg=None) -> GenericRun:
-    """The generic task's config; ``llm_cfg``: the run's ``[llm]`` as parsed once (else parsed here)."""
-    from engine.run_options import run_llm
+def parse(config: Mapping[str, Any], options=None) -> GenericRun:
+    """The generic task's config; ``options``: the run's, with ``[llm]`` and ``[embed]`` parsed once (None: parsed
+    here)."""
+    from engine.run_options import run_embed, run_llm
 
     title = config.get("title", "Generic task")
-    llm_cfg = llm_cfg if llm_cfg is not None else run_llm(config, None)
-    embed = config.get("embed")
+    llm_cfg, embed = run_llm(config, options), run_embed(config, options)
     config = split_tables(config, KEYS, "generic")
     methods = config.get("methods", list(METHODS))
     if not isinstance(methods, list) or not methods or any(m not in METHODS for m in methods):
@@ -140,9 +140,7 @@ class GenericTask:
                 "checker": run.checker, "protocol": run.protocol, "memory": run.memory, "report": run.report}
 
     def parse(self, config, options) -> GenericRun:
-        from engine.run_options import run_llm
-
-        return parse(config, run_llm(config, options))
+        return parse(config, options)
 
     def plan(self, run: GenericRun, options) -> dict[str, Any]:
         """``toe run --dry-run``: every section parsed, the problems loaded, each memory built once, nothing run."""
@@ -172,9 +170,9 @@ class GenericTask:
     def make_method(self, run: GenericRun, spec: RunSpec):
         memory = None
         if spec.method in MEMORY_METHODS:
-            from engine.embed import embedder_from_table
+            from engine.embed import make_embedder
 
-            memory = make_memory(spec.method, run.tables[spec.method], run.memory, embedder_from_table(run.embed))
+            memory = make_memory(spec.method, run.tables[spec.method], run.memory, make_embedder(run.embed))
         return GenericMethod(spec.method, memory, make_checker(run.checker), run.memory, run.protocol.max_tokens,
                              run.protocol.temperature)
 

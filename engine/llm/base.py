@@ -75,7 +75,7 @@ class Response:
     latency_s: float
     backend: str
     model: str
-    # why the request failed after its retries (llm.on_error = "record": its completions are empty,
+    # why the request failed after its retries (llm.openai.on_error = "record": its completions are empty,
     # finish_reason "error"); "" for an answered request
     error: str = ""
     # prompt tokens the server answered from its prefix cache (OpenAI / vLLM usage.prompt_tokens_details,
@@ -110,7 +110,7 @@ class Usage:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     latency_s: float = 0.0
-    errors: int = 0  # requests that failed after their retries (llm.on_error = "record")
+    errors: int = 0  # requests that failed after their retries (llm.openai.on_error = "record")
     error: str = ""  # the first one's reason
     cached_tokens: int = 0  # prompt tokens served from the server's prefix cache
     cache_prompt_tokens: int = 0  # prompt tokens of the requests whose server reported cached_tokens
@@ -153,7 +153,7 @@ class Usage:
 
 def usage_fields(usage: "Usage | None") -> dict:
     """What a record says of its episode's requests beyond the counts every task records: ``llm_errors`` and
-    ``llm_error`` (the first reason) when some failed after their retries (``llm.on_error = "record"``), and
+    ``llm_error`` (the first reason) when some failed after their retries (``llm.openai.on_error = "record"``), and
     ``cached_tokens`` / ``cache_prompt_tokens`` when the server reported prefix-cache hits. ``{}`` otherwise
     (a simulated run's records are unchanged)."""
     out: dict = {}

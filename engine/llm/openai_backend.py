@@ -152,29 +152,29 @@ class OpenAIBackend:
         # choice's (llama.cpp's server); None: ask the server once, before the first batch with n > 1
         self.usage_sums_choices = None if usage_sums_choices is None else bool(usage_sums_choices)
         self.usage_detected = ""  # what the probe found ("all", "one", or why it could not tell)
-        self.extra_body = dict(extra_body or {})  # merged into every request (llm.extra_body)
+        self.extra_body = dict(extra_body or {})  # merged into every request (llm.openai.extra_body)
         self._pool: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
         self._rng = random.Random(0x5EED)  # the backoff jitter of the thread-pool path
 
     @classmethod
     def from_config(cls, cfg) -> "OpenAIBackend":
-        key = os.environ.get(cfg.api_key_env) or None
-        transport = HTTPTransport(cfg.base_url, key, cfg.connect_timeout_s, cfg.max_concurrency)
+        """The backend ``cfg`` (an LLMConfig) names: ``[llm] model`` at ``[llm.openai]``'s server."""
+        server = cfg.openai
+        key = os.environ.get(server.api_key_env) or None
+        transport = HTTPTransport(server.base_url, key, server.connect_timeout_s, server.max_concurrency)
         return cls(
             transport,
             cfg.model,
-            api=cfg.api,
-            fan_out_n=cfg.fan_out_n,
-            max_concurrency=cfg.max_concurrency,
-            timeout_s=cfg.timeout_s,
-            retries=cfg.retries,
-            backoff_s=cfg.backoff_s,
-            backoff_max_s=cfg.backoff_max_s,
-            structured_format=cfg.structured_format,
-            usage_sums_choices={"all": True, "one": False, "auto": None}[cfg.usage_covers_choices],
-            extra_body=cfg.extra_body,
-            on_error=cfg.on_error,
+            **server.client_options(),
+            fan_out_n=server.fan_out_n,
+            max_concurrency=server.max_concurrency,
+            backoff_s=server.backoff_s,
+            backoff_max_s=server.backoff_max_s,
+            structured_format=server.structured_format,
+            usage_sums_choices={"all": True, "one": False, "auto": None}[server.usage_covers_choices],
+            extra_body=server.extra_body,
+            on_error=server.on_error,
         )
 
     @property
@@ -248,7 +248,7 @@ class OpenAIBackend:
     def _format_source(self) -> str:
         seen = getattr(self, "format_owner", None)
         return (f"the server's GET /models says owned_by {seen!r}" if seen is not None and seen != ""
-                else "llm.structured_format" if not hasattr(self, "detected_format")
+                else "llm.openai.structured_format" if not hasattr(self, "detected_format")
                 else "the server's GET /models does not say what it is")
 
     def _ask_format(self) -> str:
@@ -317,7 +317,7 @@ class OpenAIBackend:
             if not fields:
                 raise ConfigError(
                     f"the {r.constraint.kind!r} answer constraint (a regex or grammar) cannot be sent to "
-                    f"{self.endpoint} as response_format ({self._format_source()}); set llm.structured_format "
+                    f"{self.endpoint} as response_format ({self._format_source()}); set llm.openai.structured_format "
                     f"to the server's dialect (vllm, llamacpp, sglang), or llm.unconstrained = "
                     f"[\"{r.constraint.kind}\"] to send these prompts without it")
             payload.update(fields)

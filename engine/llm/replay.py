@@ -137,7 +137,7 @@ class ReplayBackend:
         if len(values) != 1:
             raise InputError(
                 f"replay trace {str(self.path)!r} holds {len(values)} {column}s {values[:10]}; "
-                f"name one with llm.{'replay_backend' if column == 'backend' else 'model'}"
+                f"name one with llm.{'replay.backend' if column == 'backend' else 'model'}"
             )
         return values[0]
 

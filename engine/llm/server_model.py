@@ -1,6 +1,6 @@
 """``backend = "server_model"``: one vLLM engine on one GPU, modelled in time instead of computed.
 
-The texts come from another backend (``[llm] server_backend``: the task's simulated
+The texts come from another backend (``[llm.server_model] backend``: the task's simulated
 policy, or a replay trace); this backend only decides how long the engine would have
 taken to produce them, sleeps that long, and keeps the engine's books (busy time,
 tokens, utilization). 32 of them fit on a 2-core machine, so the executor can be
@@ -63,7 +63,7 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, replace
-from typing import Any, Protocol, Sequence
+from typing import Any, Literal, Protocol, Sequence
 
 from engine.config import check
 from engine.errors import ConfigError
@@ -118,12 +118,15 @@ REFERENCES: dict[str, ServerProfile] = {
 
 @dataclass(frozen=True)
 class ServerModelParams:
-    """``[llm.server_model]``: which reference engine, constants that override it (0: the reference's), time scale.
+    """``[llm.server_model]``: whose texts, which reference engine, constants that override it (0: the
+    reference's), time scale.
 
     ``time_scale`` multiplies every sleep (0.1: ten times faster than the modelled engine);
     the books (``busy_s``, ``work_s``) are kept in slept seconds, so utilization is unchanged.
     """
 
+    # whose texts the engine answers with: the task's simulated policy, or the trace of [llm.replay]
+    backend: Literal["simulated", "replay"] = "simulated"
     reference: str = "llama3.1-8b-h100"
     decode_step_s: float = 0.0
     decode_step_per_seq_s: float = -1.0  # -1: the reference's (0 is a valid constant: no per-sequence cost)

@@ -5,7 +5,7 @@ A prompt whose answer has a fixed shape attaches a :class:`Constraint` to its
 turns it into its own mechanism:
 
 ============  =====================================================================================
-openai        ``llm.structured_format = "auto"`` (default): the server's own dialect, read once from
+openai        ``llm.openai.structured_format = "auto"`` (default): the server's own dialect, read once from
               ``GET /v1/models`` (``owned_by``: vllm, llamacpp, sglang; anything else: the OpenAI API's
               ``response_format``). ``"response_format"``: ``{"type": "json_schema", "json_schema":
               {"name", "schema", "strict": true}}``; ``"vllm"``: ``guided_json`` / ``guided_regex`` /

@@ -153,8 +153,8 @@ def attach(backend, cfg) -> None:
         if kind == "vllm" and spec == "auto":
             counter = backend.tokenizer_counter()
         elif kind in ("openai", "local"):
-            url = backend.base_url if kind == "local" else cfg.base_url
-            key = os.environ.get(cfg.api_key_env) or None if kind == "openai" else None
+            url = backend.base_url if kind == "local" else cfg.openai.base_url
+            key = os.environ.get(cfg.openai.api_key_env) or None if kind == "openai" else None
             counter = CountCache(ServerTokenizer(url, cfg.model if kind == "openai" else "", key,
                                                  required=spec == "server" or kind == "local"))
         else:
@@ -175,7 +175,7 @@ def label_of(backend) -> str:
 
 def describe(cfg) -> str:
     """Who counts tokens under ``cfg`` (``summary.json`` ``meta.provenance.token_counter``), from the config alone."""
-    spec, kind = cfg.tokenizer, (cfg.replay_backend if cfg.backend == "replay" else cfg.backend)
+    spec, kind = cfg.tokenizer, cfg.answering
     if spec == "estimate" or (spec == "auto" and kind in ("simulated", "replay", "server_model")):
         return ESTIMATE
     if spec.startswith("tiktoken:"):

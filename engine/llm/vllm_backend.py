@@ -63,12 +63,12 @@ class VLLMBackend:
         return cls(
             cfg.model,
             seed=cfg.seed,
-            tensor_parallel_size=cfg.tensor_parallel_size,
-            gpu_memory_utilization=cfg.gpu_memory_utilization,
-            dtype=cfg.dtype,
-            max_model_len=cfg.max_model_len,
-            enforce_eager=cfg.enforce_eager,
-            **cfg.engine_kwargs,  # llm.engine_kwargs: the rest of vLLM's EngineArgs, as given
+            tensor_parallel_size=cfg.vllm.tensor_parallel_size,
+            gpu_memory_utilization=cfg.vllm.gpu_memory_utilization,
+            dtype=cfg.vllm.dtype,
+            max_model_len=cfg.vllm.max_model_len,
+            enforce_eager=cfg.vllm.enforce_eager,
+            **cfg.vllm.engine_kwargs,  # llm.vllm.engine_kwargs: the rest of vLLM's EngineArgs, as given
         )
 
     def tokenizer_counter(self):

@@ -26,8 +26,9 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from engine.atomic_io import write_bytes as atomic_write_bytes
-from engine.config import apply_overrides, load_toml
+from engine.config import apply_overrides, load_toml, renamed
 from engine.errors import ConfigError, MissingExtraError
+from engine.llm.config import ALIASES
 from engine.sweep.grid import Axis, Combination, combinations, lookup
 from engine.tasks import load_task, task_of
 
@@ -88,9 +89,10 @@ def plan(options: SweepOptions) -> Sweep:
         raise ConfigError(f"--executor must be 'local' or 'ray', got {options.executor!r}")
     if not options.axes:
         raise ConfigError("toe sweep needs at least one --grid KEY=V1,V2,...")
-    base = apply_overrides(load_toml(options.config_path), options.overrides)
+    base = apply_overrides(load_toml(options.config_path), options.overrides, ALIASES)
     task = task_of(base, str(options.config_path))
-    clash = sorted({a.key for a in options.axes} & {o.partition("=")[0].strip() for o in options.overrides})
+    clash = sorted({k for a in options.axes for k in renamed(a.key, ALIASES)}
+                   & {k for o in options.overrides for k in renamed(o.partition("=")[0].strip(), ALIASES)})
     if clash:
         raise ConfigError(f"key(s) {clash} given both as --grid and as --set; give each key once")
     if any(a.key == "task" for a in options.axes):
@@ -100,7 +102,7 @@ def plan(options: SweepOptions) -> Sweep:
     sweep = Sweep(options, task, base)
     for combo in combinations(options.axes, base):
         sets = (*options.overrides, *resume, *combo.overrides)
-        resolved = apply_overrides(load_toml(options.config_path), sets)
+        resolved = apply_overrides(load_toml(options.config_path), sets, ALIASES)
         fp = hashlib.sha256(json.dumps(resolved, sort_keys=True, default=str).encode()).hexdigest()[:16]
         path = options.out / "runs" / combo.name
         argv = ("run", str(options.config_path), "--out", str(path), "--no-progress",
@@ -164,7 +166,7 @@ def write_record(run: SweepRun, status: str, **extra) -> None:
 
 
 # what a run's process on another node needs of the driver's environment (toe sweep --executor ray): the
-# engine's, the model servers' and libraries' settings, and the variables its config names (llm.api_key_env)
+# engine's, the model servers' and libraries' settings, and the variable its config names (llm.openai.api_key_env)
 SHIPPED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR", "PYTHONPATH", "VIRTUAL_ENV")
 SHIPPED_ENV_PREFIXES = ("TOE_", "OPENAI_", "HF_", "HUGGING_FACE_", "TRANSFORMERS_", "VLLM_", "CUDA_", "NCCL_",
                         "MLFLOW_", "RAY_", "OMP_", "MKL_", "NUMBA_", "TOKENIZERS_")
@@ -245,7 +247,8 @@ def execute(sweep: Sweep) -> list[tuple[SweepRun, int]]:
             run_local(todo, opts.jobs, on_start, on_finish)
         else:
             run_ray = _sweep_runner(opts.executor)
-            key = lookup(sweep.config, "llm.api_key_env")  # the API key's variable, where the config names its own
+            # the API key's variable, where the config names its own (its flat name was moved by apply_overrides)
+            key = lookup(sweep.config, "llm.openai.api_key_env")
             run_ray(todo, opts.jobs, on_start, on_finish, address=opts.address,
                     env=child_env(only_shipped=True, names=(key,) if isinstance(key, str) else ()))
     finally:

@@ -546,16 +546,18 @@ def test_a_checkpoint_of_an_earlier_format_is_refused_with_the_way_to_restart(tm
         run_local(round_size=4, checkpoint_dir=tmp_path)
 
 
-def test_cluster_and_llm_sections_are_parsed_once_per_run(tmp_path, monkeypatch):
-    """From the CLI to the executor and the workers' LLM factories, [cluster] and [llm] go through their parsers
-    once (engine.executor.parse_cluster, engine.llm.config.load_llm_config): resolve, the task, the runner,
-    every run's executor and factory and the run folder read the parsed objects."""
+def test_cluster_llm_and_embed_sections_are_parsed_once_per_run(tmp_path, monkeypatch):
+    """From the CLI to the executor and the workers' LLM factories, [cluster], [llm] and [embed] go through their
+    parsers once (engine.executor.parse_cluster, engine.llm.config.load_llm_config,
+    engine.embed.config.load_embed_config): resolve, the task, the runner, every run's executor and factory and
+    the run folder read the parsed objects."""
     from engine.cli import main
+    from engine.embed import config as embed_config
     from engine.executor import settings
     from engine.llm import config as llm_config
 
-    calls, llm_calls = [], []
-    real, real_llm = settings.parse_cluster, llm_config.load_llm_config
+    calls, llm_calls, embed_calls = [], [], []
+    real, real_llm, real_embed = settings.parse_cluster, llm_config.load_llm_config, embed_config.load_embed_config
 
     def counted(config):
         calls.append(dict((config or {}).get("cluster") or {}))
@@ -567,14 +569,17 @@ def test_cluster_and_llm_sections_are_parsed_once_per_run(tmp_path, monkeypatch)
 
     monkeypatch.setattr(settings, "parse_cluster", counted)
     monkeypatch.setattr(llm_config, "load_llm_config", counted_llm)
+    monkeypatch.setattr(embed_config, "load_embed_config",
+                        lambda c: embed_calls.append(c.get("embed")) or real_embed(c))
     cfg = tmp_path / "g24.toml"
     cfg.write_text(
         'task = "game24"\nmethods = ["tot", "toe-supply"]\nseeds = [0, 1]\n'
         "[protocol]\nwarmup_sample = 4\ntest_limit = 4\nround_size = 2\n"
-        "[cluster]\ncheckpoint_every = 3\nstreams_per_worker = 2\n[llm]\nseed = 3\n")
+        "[cluster]\ncheckpoint_every = 3\nstreams_per_worker = 2\n[llm]\nseed = 3\n[embed]\ndim = 64\n")
     out = tmp_path / "out"
     assert main(["run", str(cfg), "--out", str(out), "--no-progress"]) == 0
     assert calls == [{"checkpoint_every": 3, "streams_per_worker": 2}]  # 4 runs, one parse
     assert llm_calls == ["llm"]
+    assert embed_calls == [{"dim": 64}]
     stats = [json.loads(line) for line in (out / "executor_stats.jsonl").read_text().splitlines()]
     assert len(stats) == 4 and {s["streams_per_worker"] for s in stats} == {2}

@@ -4,7 +4,7 @@ import pytest
 
 from engine.errors import ConfigError
 from engine.llm.base import MeteredBackend
-from engine.llm.config import LLMConfig
+from engine.llm.config import LLMConfig, load_llm_config
 from engine.llm.factory import known_context_window
 from engine.llm.tokens import count_tokens
 from engine.memory_budget import FitStats, MemoryBudget, context_window, fit_items, load_budget, room
@@ -57,8 +57,8 @@ def test_context_window_is_read_through_wrappers_and_room_leaves_space():
 
 
 def test_known_context_window_per_backend():
-    assert known_context_window(LLMConfig(backend="local", context=4096)) == 4096
-    assert known_context_window(LLMConfig(backend="vllm", max_model_len=8192)) == 8192
+    assert known_context_window(load_llm_config({"backend": "local", "local": {"context": 4096}})) == 4096
+    assert known_context_window(load_llm_config({"backend": "vllm", "vllm": {"max_model_len": 8192}})) == 8192
     assert known_context_window(LLMConfig(backend="openai")) == 0
     assert known_context_window(LLMConfig(backend="openai", context_window=32768)) == 32768
     with pytest.raises(ConfigError, match="llm.context_window must be 0"):

@@ -25,7 +25,7 @@ def test_every_shipped_config_resolves_to_a_fixed_point(path, tmp_path, monkeypa
     task = _task(config["task"])
     opts = RunOptions(config_path=path, out=tmp_path / "o", progress=False)
     first = resolved_config(task, task.parse(config, opts), config)
-    assert first["llm"]["tokenizer"] == "auto" and "usage_covers_choices" in first["llm"]  # defaults filled in
+    assert first["llm"]["tokenizer"] == "auto" and "usage_covers_choices" in first["llm"]["openai"]  # defaults filled in
     write_config(first, tmp_path / "config.toml")
     again = load_toml(tmp_path / "config.toml")
     second = resolved_config(task, task.parse(again, opts), again)

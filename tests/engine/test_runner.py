@@ -97,7 +97,7 @@ def test_run_folder_layout_and_contents(tmp_path):
     assert "part" not in table[0]  # the toy task has no parts
     written = tomllib.loads((out / "config.toml").read_text())  # the resolved config: [llm] with its defaults
     assert {k: v for k, v in written.items() if k != "llm"} == {k: v for k, v in CONFIG.items() if k != "llm"}
-    assert written["llm"]["backend"] == "simulated" and written["llm"]["on_error"] == "fail"
+    assert written["llm"]["backend"] == "simulated" and written["llm"]["openai"]["on_error"] == "fail"
     assert (out / "table.md").read_text().startswith("| method | reward |")
 
 
@@ -183,10 +183,10 @@ def test_finished_runs_records_are_on_disk_before_a_later_run_fails(tmp_path):
 
 
 def test_what_answered_is_read_from_the_records():
-    from engine.llm.config import LLMConfig
+    from engine.llm.config import load_llm_config
     from engine.run_folder import answered_by
 
-    replay = LLMConfig(backend="replay", replay_path="t.jsonl", replay_backend="local")
+    replay = load_llm_config({"backend": "replay", "replay": {"path": "t.jsonl", "backend": "local"}})
     assert answered_by([{"backend": "simulated", "model": "sim-v1"}], replay) == ("simulated", "sim-v1")
     assert answered_by([{"backend": "local", "model": "m"}, {"backend": "simulated", "model": "s"}],
                        replay) == ("local+simulated", "m+s")

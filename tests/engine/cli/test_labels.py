@@ -28,10 +28,10 @@ def _summary(out: Path) -> dict:
 
 def test_answered_by_sees_through_meter_and_replay(tmp_path):
     from engine.llm.factory import make_backend
-    from engine.llm.config import LLMConfig
+    from engine.llm.config import load_llm_config
 
     trace = tmp_path / "t.arrow"
-    rec = make_backend(LLMConfig(backend="replay", replay_path=str(trace), replay_mode="passthrough"),
+    rec = make_backend(load_llm_config({"backend": "replay", "replay": {"path": str(trace), "mode": "passthrough"}}),
                        policy="engine.game24.simulated_policy:policy_for")
     rec.generate([Request(prompt="Input: 4 6\n", n=1, max_tokens=8)])
     strict = ReplayBackend(trace)
@@ -45,7 +45,7 @@ def test_game24_replay_of_a_simulated_trace_is_labelled_simulated(tmp_path, caps
     cfg = _game24(tmp_path, f'[llm]\nbackend = "replay"\nreplay_path = "{trace}"\nreplay_mode = "passthrough"\n')
     assert main(["run", str(cfg), "--out", str(tmp_path / "rec"), "--no-progress"]) == 0
     assert main(["run", str(cfg), "--out", str(tmp_path / "rep"), "--no-progress",
-                 "--set", "llm.replay_mode=strict"]) == 0  # every answer from the trace, none computed
+                 "--set", "llm.replay.mode=strict"]) == 0  # every answer from the trace, none computed
     capsys.readouterr()
     for sub in ("rec", "rep"):
         s = _summary(tmp_path / sub)

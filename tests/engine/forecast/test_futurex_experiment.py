@@ -400,11 +400,11 @@ def test_simulated_run_with_evolution_ranks_by_accuracy(tmp_path, capsys):
 def test_local_model_answers_one_futurex_item(tasks, corpus, tmp_path):
     pytest.importorskip("xllamacpp")
     from engine.llm.base import MeteredBackend
-    from engine.llm.config import LLMConfig
+    from engine.llm.config import load_llm_config
     from engine.llm.factory import make_backend
 
     t = next(x for x in tasks if x.qid == "fx-ex-01")
-    llm = MeteredBackend(make_backend(LLMConfig(backend="local", context=4096, parallel=1)))
+    llm = MeteredBackend(make_backend(load_llm_config({"backend": "local", "local": {"context": 4096, "parallel": 1}})))
     try:
         agent = FutureXAgent(llm, corpus, AgentConfig(mode="full_text", turns=1, context_chars=400, max_tokens=48,
                                                       answer_retries=0), tmp_path)

@@ -5,7 +5,7 @@ import pytest
 from engine.forecast.agent import AgentConfig, ForecastAgent
 from engine.forecast.data import load_prophet_arena
 from engine.llm.base import MeteredBackend
-from engine.llm.config import LLMConfig
+from engine.llm.config import load_llm_config
 
 pytestmark = [pytest.mark.local_model, pytest.mark.slow]
 
@@ -15,7 +15,7 @@ def test_local_model_episode_completes(pa_folder, tmp_path):
     from engine.llm.factory import make_backend
 
     q = load_prophet_arena(pa_folder, ["Economics"])[0]
-    llm = MeteredBackend(make_backend(LLMConfig(backend="local", context=4096, parallel=1)))
+    llm = MeteredBackend(make_backend(load_llm_config({"backend": "local", "local": {"context": 4096, "parallel": 1}})))
     try:
         agent = ForecastAgent(llm, None, AgentConfig(mode="full_text", turns=1, context_chars=300, max_tokens=48,
                                                      answer_retries=0), tmp_path)

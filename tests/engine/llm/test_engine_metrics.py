@@ -140,8 +140,8 @@ def test_a_run_reads_the_servers_metrics_and_reports_what_its_engines_saw(tmp_pa
         base = ["run", str(GAME24), "--set", "protocol.test_limit=2", "--set", "protocol.warmup_sample=2",
                 "--set", 'methods=["tot"]', "--set", "seeds=[0]", "--set", "report.plots=false", "--no-progress"]
         # a real server's endpoint (here a loopback fake), read by the driver while the run goes
-        assert main([*base, "--out", str(tmp_path / "a"), "--set", f"llm.metrics_url={json.dumps(srv.url + '/metrics')}",
-                     "--set", "llm.metrics_interval_s=60"]) == 0
+        assert main([*base, "--out", str(tmp_path / "a"), "--set", f"llm.openai.metrics_url={json.dumps(srv.url + '/metrics')}",
+                     "--set", "llm.openai.metrics_interval_s=60"]) == 0
         stats = json.loads((tmp_path / "a" / "executor_stats.jsonl").read_text().splitlines()[-1])
         eng = stats["server_engine"]
         assert eng["source"] == "vllm /metrics" and eng["samples"] >= 2 and eng["errors"] == 0
@@ -156,5 +156,5 @@ def test_a_run_reads_the_servers_metrics_and_reports_what_its_engines_saw(tmp_pa
         assert "utilization" in capsys.readouterr().err
     finally:
         srv.close()
-    assert main(["run", str(GAME24), "--set", "llm.metrics_url=ftp://x", "--dry-run"]) == 1
-    assert "llm.metrics_url must be '', 'auto' or an http(s) URL" in capsys.readouterr().err
+    assert main(["run", str(GAME24), "--set", "llm.openai.metrics_url=ftp://x", "--dry-run"]) == 1
+    assert "llm.openai.metrics_url must be '', 'auto' or an http(s) URL" in capsys.readouterr().err

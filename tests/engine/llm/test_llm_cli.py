@@ -29,9 +29,9 @@ def test_generate_simulated_prints_one_json_line_per_completion(capsys, tmp_path
 
 def test_generate_replay_passthrough_then_strict(capsys, tmp_path):
     trace = tmp_path / "t.arrow"
-    args = ["llm", "generate", "--backend", "replay", "--set", f'llm.replay_path="{trace}"', "--n", "2",
+    args = ["llm", "generate", "--backend", "replay", "--set", f'llm.replay.path="{trace}"', "--n", "2",
             "--prompt", P.value_prompt("2 5 7")]
-    assert main(args + ["--set", "llm.replay_mode=passthrough"]) == 0
+    assert main(args + ["--set", "llm.replay.mode=passthrough"]) == 0
     first = _lines(capsys)
     assert main(args) == 0
     assert _lines(capsys) == first
@@ -44,10 +44,10 @@ def test_generate_replay_passthrough_then_strict(capsys, tmp_path):
         (["--prompt", "x", "--set", "llm.nope=1"], "unknown key(s) 'nope' in [llm]"),
         (["--prompt", "x", "--set", "base_url=http://h/v1"], "--set takes llm.KEY=VALUE"),
         (["--prompt", "x", "--set", "tot.k=1"], "reads only [llm]"),
-        (["--prompt", "x", "--set", "llm.base_url=ftp://h"], "llm.base_url must start with http://"),
+        (["--prompt", "x", "--set", "llm.openai.base_url=ftp://h"], "llm.openai.base_url must start with http://"),
         (["--prompt-file", "/nonexistent/p.txt"], "does not exist"),
         (["--prompt", ""], "must not be empty"),
-        (["--backend", "replay", "--prompt", "x"], "replay_path must name"),
+        (["--backend", "replay", "--prompt", "x"], "llm.replay.path must name"),
     ],
 )
 def test_generate_errors(argv, match, capsys):
@@ -56,12 +56,12 @@ def test_generate_errors(argv, match, capsys):
 
 
 def test_generate_backend_is_the_one_asked_for(capsys, tmp_path):
-    """--backend openai with llm.base_url answers from that server or fails; never from the simulated policy."""
+    """--backend openai with llm.openai.base_url answers from that server or fails; never from the simulated policy."""
     cfg = tmp_path / "c.toml"
     cfg.write_text('task = "game24"\n[llm]\nbackend = "simulated"\n')
     for extra in ([], ["--config", str(cfg)]):
-        rc = main(["llm", "generate", "--backend", "openai", *extra, "--set", "llm.base_url=http://127.0.0.1:9/v1",
-                   "--set", "llm.retries=0", "--set", "llm.connect_timeout_s=2", "--prompt", "hi"])
+        rc = main(["llm", "generate", "--backend", "openai", *extra, "--set", "llm.openai.base_url=http://127.0.0.1:9/v1",
+                   "--set", "llm.openai.retries=0", "--set", "llm.openai.connect_timeout_s=2", "--prompt", "hi"])
         captured = capsys.readouterr()
         assert rc == 1 and captured.out == ""
         assert "127.0.0.1:9" in captured.err
@@ -78,8 +78,8 @@ def test_generate_config_table_then_overrides(capsys, tmp_path):
 
 
 def test_generate_dry_run_builds_no_backend(capsys):
-    assert main(["llm", "generate", "--backend", "openai", "--set", "llm.base_url=http://127.0.0.1:9/v1",
+    assert main(["llm", "generate", "--backend", "openai", "--set", "llm.openai.base_url=http://127.0.0.1:9/v1",
                  "--set", "llm.model=M", "--prompt", "hi", "--dry-run"]) == 0
     plan = json.loads(capsys.readouterr().out)
-    assert plan["llm"]["backend"] == "openai" and plan["llm"]["base_url"] == "http://127.0.0.1:9/v1"
+    assert plan["llm"]["backend"] == "openai" and plan["llm"]["openai"]["base_url"] == "http://127.0.0.1:9/v1"
     assert plan["llm"]["model"] == "M" and plan["request"]["prompt_chars"] == 2

@@ -199,10 +199,10 @@ def _text(body):
 
 
 def test_extra_body_reaches_every_request_and_usage_of_one_choice_is_estimated(fake):
-    from engine.llm.config import LLMConfig
+    from engine.llm.config import load_llm_config
 
-    cfg = LLMConfig(backend="openai", base_url=fake.url, model="fake-model", extra_body={"top_k": 20, "min_p": 0.1},
-                    usage_covers_choices="one", retries=0)
+    cfg = load_llm_config({"backend": "openai", "model": "fake-model", "openai": {
+        "base_url": fake.url, "extra_body": {"top_k": 20, "min_p": 0.1}, "usage_covers_choices": "one", "retries": 0}})
     b = OpenAIBackend.from_config(cfg)
     out = b.generate([Request(prompt="p0", n=2, max_tokens=9), Request(prompt="p1", max_tokens=9)])
     bodies = [body for _, body, _ in fake.seen]
@@ -213,24 +213,25 @@ def test_extra_body_reaches_every_request_and_usage_of_one_choice_is_estimated(f
     # the fake reports 5 tokens per choice summed (10 for n = 2); "one" means the server counted one choice,
     # so each choice's count is estimated from its text instead of splitting 10
     est = [c.completion_tokens for c in out[0].completions]
-    summed = OpenAIBackend.from_config(LLMConfig(backend="openai", base_url=fake.url, model="fake-model", retries=0))
+    summed = OpenAIBackend.from_config(load_llm_config({"backend": "openai", "model": "fake-model",
+                                                        "openai": {"base_url": fake.url, "retries": 0}}))
     split = [c.completion_tokens for c in summed.generate([Request(prompt="p0", n=2, max_tokens=9)])[0].completions]
     assert sum(split) == 10 and est != split
 
 
 @pytest.mark.parametrize("table, match", [
-    ({"extra_body": {"temperature": 0}}, r"llm.extra_body sets \['temperature'\]"),
-    ({"engine_kwargs": {"dtype": "half"}}, r"llm.engine_kwargs sets \['dtype'\].*use llm.dtype"),
-    ({"usage_covers_choices": "some"}, "usage_covers_choices must be one of"),
-    ({"extra_body": [1]}, "llm.extra_body must be a table"),
+    ({"openai": {"extra_body": {"temperature": 0}}}, r"llm.openai.extra_body sets \['temperature'\]"),
+    ({"vllm": {"engine_kwargs": {"dtype": "half"}}}, r"llm.vllm.engine_kwargs sets \['dtype'\].*use llm.vllm.dtype"),
+    ({"vllm": {"engine_kwargs": {"seed": 1}}}, r"llm.vllm.engine_kwargs sets \['seed'\].*use llm.seed"),
+    ({"openai": {"usage_covers_choices": "some"}}, "llm.openai.usage_covers_choices must be one of"),
+    ({"openai": {"extra_body": [1]}}, "llm.openai.extra_body must be a table"),
 ])
 def test_passed_through_settings_are_checked(table, match):
-    from engine.config import from_dict
     from engine.errors import ConfigError
-    from engine.llm.config import LLMConfig
+    from engine.llm.config import load_llm_config
 
     with pytest.raises(ConfigError, match=match):
-        from_dict(LLMConfig, {"backend": "openai", **table}, "llm")
+        load_llm_config({"backend": "openai", **table})
 
 
 def test_engine_kwargs_reach_vllm_llm(monkeypatch):
@@ -239,14 +240,14 @@ def test_engine_kwargs_reach_vllm_llm(monkeypatch):
     import types
 
     from engine.llm import vllm_backend
-    from engine.llm.config import LLMConfig
+    from engine.llm.config import load_llm_config
 
     seen = {}
     fake_vllm = types.SimpleNamespace(LLM=lambda **kw: seen.update(kw) or object())
     monkeypatch.setattr(vllm_backend, "require", lambda module, extra: fake_vllm)
     monkeypatch.setitem(sys.modules, "vllm", None)  # EngineArgs check skipped: no vLLM to ask
-    cfg = LLMConfig(backend="vllm", model="/models/m", engine_kwargs={"max_num_seqs": 64, "enable_prefix_caching": True,
-                                                                     "quantization": "awq"})
+    cfg = load_llm_config({"backend": "vllm", "model": "/models/m", "vllm": {"engine_kwargs": {
+        "max_num_seqs": 64, "enable_prefix_caching": True, "quantization": "awq"}}})
     vllm_backend.VLLMBackend.from_config(cfg)
     assert seen["max_num_seqs"] == 64 and seen["enable_prefix_caching"] is True and seen["quantization"] == "awq"
     assert seen["model"] == "/models/m" and seen["dtype"] == "auto"

@@ -1,4 +1,4 @@
-"""llm.on_error: runs against a loopback OpenAI-compatible server that fails some requests.
+"""llm.openai.on_error: runs against a loopback OpenAI-compatible server that fails some requests.
 
 The server answers with a task's simulated policy (a test harness, not a model) and, chosen by a hash
 of the request body (so the same requests fail in every run), answers 5% of them with HTTP 500 and
@@ -61,21 +61,21 @@ class PolicyServer(Loopback):
             {"index": i, "text": c.text, "finish_reason": c.finish_reason} for i, c in enumerate(resp.completions)]}
 
 
-LLM = ["--set", "llm.backend=openai", "--set", "llm.model=sim", "--set", "llm.retries=0",
-       "--set", "llm.fan_out_n=never"]
+LLM = ["--set", "llm.backend=openai", "--set", "llm.model=sim", "--set", "llm.openai.retries=0",
+       "--set", "llm.openai.fan_out_n=never"]
 
 
 def _generic(url: str, out: Path, on_error: str, *extra: str) -> int:
     return main(["run", str(ROOT / "configs/generic-example.toml"), "--out", str(out), "--no-progress",
                  "--set", 'methods=["plain"]', "--set", "report.plots=false", *LLM,
-                 "--set", f"llm.base_url={url}", "--set", f"llm.on_error={on_error}", *extra])
+                 "--set", f"llm.openai.base_url={url}", "--set", f"llm.openai.on_error={on_error}", *extra])
 
 
 def _game24(url: str, out: Path, on_error: str) -> int:
     return main(["run", str(ROOT / "configs/game24.toml"), "--out", str(out), "--no-progress",
                  "--set", 'methods=["tot"]', "--set", "seeds=[0]", "--set", "protocol.test_limit=4",
                  "--set", "protocol.warmup_sample=0", "--set", "report.plots=false", *LLM,
-                 "--set", f"llm.base_url={url}", "--set", f"llm.on_error={on_error}"])
+                 "--set", f"llm.openai.base_url={url}", "--set", f"llm.openai.on_error={on_error}"])
 
 
 @pytest.fixture
@@ -145,7 +145,7 @@ def test_finance_records_its_failed_requests(servers, tmp_path):
                  "--set", 'methods=["Pipe"]', "--set", "seeds=[0]", "--set", "synthetic.n_industries=4",
                  "--set", "synthetic.n_days=80", "--set", "plots=false",
                  "--set", "protocol.exploitation_start=\"2025-03-03\"", *LLM,
-                 "--set", f"llm.base_url={faulty.url}", "--set", "llm.on_error=record"]) == 0
+                 "--set", f"llm.openai.base_url={faulty.url}", "--set", "llm.openai.on_error=record"]) == 0
     got = pq.read_table(tmp_path / "f" / "episodes.parquet").to_pylist()
     assert faulty.failed > 0 and sum(r.get("llm_errors") or 0 for r in got) == faulty.failed
     summary = json.loads((tmp_path / "f" / "summary.json").read_text())

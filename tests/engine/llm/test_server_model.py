@@ -2,10 +2,9 @@
 
 import pytest
 
-from engine.config import from_dict
 from engine.errors import ConfigError
 from engine.llm.base import Completion, MeteredBackend, Request, Response, answered_by, answers_any_prompt
-from engine.llm.config import LLMConfig
+from engine.llm.config import load_llm_config
 from engine.llm.factory import make_backend
 from engine.llm.server_model import (
     REFERENCES, ServerModelBackend, ServerModelParams, ServerProfile, find_server, plan_call,
@@ -113,9 +112,8 @@ def test_time_scale_shortens_sleeps_and_keeps_utilization():
 
 
 def test_config_builds_a_server_model_over_the_simulated_policy():
-    cfg = from_dict(LLMConfig, {"backend": "server_model",
-                                "server_model": {"reference": "llama3.1-8b-a100", "max_num_seqs": 4,
-                                                 "time_scale": 0.5}}, "llm")
+    cfg = load_llm_config({"backend": "server_model",
+                           "server_model": {"reference": "llama3.1-8b-a100", "max_num_seqs": 4, "time_scale": 0.5}})
     backend = make_backend(cfg, policy="engine.game24.simulated_policy:policy_for")
     assert isinstance(backend, ServerModelBackend)
     assert backend.profile.max_num_seqs == 4
@@ -133,12 +131,13 @@ def test_config_builds_a_server_model_over_the_simulated_policy():
 ])
 def test_bad_server_model_keys_are_refused(table, match):
     with pytest.raises(ConfigError, match=match):
-        from_dict(LLMConfig, {"backend": "server_model", "server_model": table}, "llm")
+        load_llm_config({"backend": "server_model", "server_model": table})
 
 
 def test_replay_texts_need_a_trace():
-    with pytest.raises(ConfigError, match="server_backend = 'replay'"):
-        from_dict(LLMConfig, {"backend": "server_model", "server_backend": "replay"}, "llm")
+    with pytest.raises(ConfigError, match="llm.replay.path must name a trace file when "
+                                          "llm.server_model.backend = 'replay'"):
+        load_llm_config({"backend": "server_model", "server_model": {"backend": "replay"}})
 
 
 def test_overrides_replace_only_the_keys_given():

@@ -7,11 +7,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from engine.config import from_dict
 from engine.errors import ConfigError
 from engine.forecast.toolcalls import parse_prophet_answer
 from engine.llm.base import Request
-from engine.llm.config import LLMConfig
+from engine.llm.config import load_llm_config
 from engine.llm.openai_backend import OpenAIBackend
 from engine.llm.replay import trace_key
 from engine.llm.structured import (
@@ -92,7 +91,7 @@ def test_openai_response_format(fake):
                                        "json_schema": {"name": "prophet_forecast", "schema": c.schema, "strict": True}}
     assert parse_prophet_answer(resp.texts[0], MARKETS)[0] is not None
     # a regex-only constraint has no response_format form: refused, naming the kind and the ways out
-    with pytest.raises(ConfigError, match=r"'game24_value' answer constraint .*llm\.structured_format.*"
+    with pytest.raises(ConfigError, match=r"'game24_value' answer constraint .*llm\.openai\.structured_format.*"
                                           r'llm\.unconstrained = \["game24_value"\]'):
         _post(fake, "response_format", GAME24_VALUE, chat=False)
     assert fake[1] == []  # nothing was sent
@@ -157,12 +156,12 @@ def test_switch_turns_constraints_off_globally_and_per_kind(fake):
 
 
 def test_config_switch_validates_kinds():
-    cfg = from_dict(LLMConfig, {"unconstrained": ["game24_value"], "structured_format": "vllm"}, "llm")
+    cfg = load_llm_config({"unconstrained": ["game24_value"], "openai": {"structured_format": "vllm"}})
     assert cfg.unconstrained == ("game24_value",) and cfg.structured is True
     with pytest.raises(ConfigError, match="unknown prompt kind"):
-        from_dict(LLMConfig, {"unconstrained": ["forecast_json"]}, "llm")
-    with pytest.raises(ConfigError, match="structured_format"):
-        from_dict(LLMConfig, {"structured_format": "xml"}, "llm")
+        load_llm_config({"unconstrained": ["forecast_json"]})
+    with pytest.raises(ConfigError, match="llm.openai.structured_format"):
+        load_llm_config({"openai": {"structured_format": "xml"}})
 
 
 def test_replay_keys_record_the_constraint():

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from engine.errors import BackendError, ConfigError
-from engine.llm.config import LLMConfig
+from engine.llm.config import LLMConfig, load_llm_config
 from engine.llm.factory import make_backend
 from engine.llm.tokenizer import ESTIMATE, ServerTokenizer, describe, label_of
 from engine.llm.tokens import count_tokens
@@ -50,7 +50,7 @@ def tokenize_server():
 @pytest.mark.parametrize("dialect", ["llamacpp", "vllm"])
 def test_an_openai_backend_counts_with_its_servers_tokenize(tokenize_server, dialect):
     srv = tokenize_server(dialect)
-    b = make_backend(LLMConfig(backend="openai", base_url=srv.url, model="m"))
+    b = make_backend(load_llm_config({"backend": "openai", "model": "m", "openai": {"base_url": srv.url}}))
     count = token_counter(b)  # through the constraint wrapper
     assert count(TEXT) == len(TEXT.split()) != count_tokens(TEXT)
     assert count(TEXT) == len(TEXT.split()) and len(srv.seen) == 1  # counted once per text (cached)
@@ -61,12 +61,14 @@ def test_an_openai_backend_counts_with_its_servers_tokenize(tokenize_server, dia
 
 def test_auto_falls_back_to_the_labelled_estimate_where_the_server_has_no_tokenize(tokenize_server):
     srv = tokenize_server("none")
-    b = make_backend(LLMConfig(backend="openai", base_url=srv.url, model="m", retries=0))
+    b = make_backend(load_llm_config({"backend": "openai", "model": "m",
+                                      "openai": {"base_url": srv.url, "retries": 0}}))
     assert token_counter(b)(TEXT) == count_tokens(TEXT)
     assert label_of(b).startswith(ESTIMATE) and "did not answer" in label_of(b)
     token_counter(b)("another text")
     assert len(srv.seen) == 1  # asked once
-    strict = make_backend(LLMConfig(backend="openai", base_url=srv.url, model="m", tokenizer="server"))
+    strict = make_backend(load_llm_config({"backend": "openai", "model": "m", "tokenizer": "server",
+                                           "openai": {"base_url": srv.url}}))
     with pytest.raises(BackendError, match=r"token count from http://127\.0\.0\.1:\d+/tokenize failed"):
         token_counter(strict)(TEXT)
 
@@ -75,7 +77,8 @@ def test_a_tokenizer_json_counts_as_the_tokenizers_library_does():
     from tokenizers import Tokenizer
 
     path = _minilm_tokenizer()
-    b = make_backend(LLMConfig(backend="openai", base_url="http://127.0.0.1:9/v1", tokenizer=str(path)))
+    b = make_backend(load_llm_config({"backend": "openai", "tokenizer": str(path),
+                                      "openai": {"base_url": "http://127.0.0.1:9/v1"}}))
     want = len(Tokenizer.from_file(str(path)).encode(TEXT, add_special_tokens=False).ids)
     assert token_counter(b)(TEXT) == want != count_tokens(TEXT)
     assert label_of(b) == f"tokenizer.json ({path})"
