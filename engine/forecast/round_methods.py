@@ -48,6 +48,9 @@ import hashlib
 import json
 import shutil
 import tempfile
+import threading
+import uuid
+import weakref
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -86,6 +89,11 @@ class ForecastContext:
     ``items``: qid -> Question | FutureXItem; ``pools``: category -> evolution pool qids ("" for FutureX);
     ``record``: task-specific fields of one scored episode (``record(ep, ctx, method) -> dict``);
     ``prompts``: ``(PromptsConfig, llm table)`` activated in each worker process.
+
+    One object per process: every run of an experiment holds the same context, and each run's method is
+    pickled to a worker on its own, so an unpickled copy resolves to the one this process already holds
+    (:func:`_shared_context`; a Ray worker serving 48 runs at once kept 48 copies of the search corpus before).
+    The context is read-only to the runs, as it is when the local executor runs them in one process.
     """
 
     task: str  # "forecast" | "futurex"
@@ -106,6 +114,30 @@ class ForecastContext:
     scorer: str = "pm_rank"
     rel_tol: float = 0.0
     extra: dict = field(default_factory=dict)
+    # which context this is, across processes (a new one per object, dataclasses.replace included)
+    token: str = field(init=False, default_factory=lambda: uuid.uuid4().hex, compare=False, repr=False)
+
+    def __post_init__(self):
+        with _SHARED_LOCK:
+            _SHARED.setdefault(self.token, self)
+
+    def __reduce__(self):
+        return _shared_context, (self.token, dict(self.__dict__))
+
+
+_SHARED: "weakref.WeakValueDictionary[str, ForecastContext]" = weakref.WeakValueDictionary()
+_SHARED_LOCK = threading.Lock()
+
+
+def _shared_context(token: str, state: dict) -> ForecastContext:
+    """The context ``token`` names in this process: the one already here, else ``state`` made one."""
+    with _SHARED_LOCK:
+        ctx = _SHARED.get(token)
+        if ctx is None:
+            ctx = ForecastContext.__new__(ForecastContext)
+            ctx.__dict__.update(state)
+            _SHARED[token] = ctx
+    return ctx
 
 
 _ACTIVE_PROMPTS: set[str] = set()

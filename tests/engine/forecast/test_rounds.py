@@ -147,3 +147,29 @@ def test_killed_driver_resumes_to_the_uninterrupted_run(pa_folder, tmp_path, cap
     assert _records(out) == want
     got, whole = (json.loads((p / "summary.json").read_text()) for p in (out, tmp_path / "whole"))
     assert got["methods"] == whole["methods"] and got["meta"]["evolution"] == whole["meta"]["evolution"]
+
+
+def test_runs_of_one_experiment_share_one_context_per_process(pa_folder, tmp_path):
+    """Each run's method is pickled to a worker on its own; every copy of the experiment's context resolves to one
+    object per process (a worker serving many runs at once held a corpus per run), and only to its own."""
+    import dataclasses
+    import pickle
+
+    from engine.config import load_toml
+
+    task = ProphetArenaTask()
+    exp = task.parse(load_toml(_toml(pa_folder, tmp_path)), RunOptions(config_path=tmp_path / "pa.toml",
+                                                                       out=tmp_path / "o"))
+    task.prepare(exp)
+    blobs = [pickle.dumps(task.make_method(exp, run)) for run in task.runs(exp)]
+    assert len(blobs) == 2 and all(pickle.loads(b).ctx is exp.ctx for b in blobs)  # this process: the original
+    other = dataclasses.replace(exp.ctx, rel_tol=0.5)  # another context: its own token, its own object
+    assert other.token != exp.ctx.token and pickle.loads(pickle.dumps(other)) is other
+    probe = tmp_path / "blobs.pkl"
+    probe.write_bytes(pickle.dumps(blobs))
+    code = ("import pickle, sys; blobs = pickle.loads(open(sys.argv[1], 'rb').read()); "
+            "ms = [pickle.loads(b) for b in blobs]; "
+            "print(len({id(m.ctx) for m in ms}), len(ms[0].ctx.items), ms[0].ctx.token)")
+    out = subprocess.run([sys.executable, "-c", code, str(probe)], capture_output=True, text=True, cwd=ROOT,
+                         check=True).stdout.split()
+    assert out == ["1", str(len(exp.ctx.items)), exp.ctx.token]  # a fresh process (a worker): one shared copy
