@@ -85,6 +85,9 @@ def finance(method: str = "Pipe+ToE", server: dict | None = None, days: int | No
                     "tsic", task.round_size(exp, spec))
 
 
+_PA_CONTEXTS: dict = {}  # (data folder, questions) -> the ForecastContext every seed's runs share
+
+
 def prophet_arena(method: str = "memrl", server: dict | None = None, questions: int | None = None,
                   seed: int | None = None) -> Workload:
     from engine.forecast.task import ProphetArenaTask
@@ -103,7 +106,11 @@ def prophet_arena(method: str = "memrl", server: dict | None = None, questions: 
     task = ProphetArenaTask()
     exp = task.parse(cfg, SimpleNamespace(config_path=ROOT / "configs/prophet-arena.toml", out=None,
                                           executor="local", overrides=()))
-    task.prepare(exp)
+    key = (cfg["data"]["path"], questions)
+    if key in _PA_CONTEXTS:  # another seed of the same questions: the one context, as a toe run's runs share it
+        exp.ctx = _PA_CONTEXTS[key]
+    task.prepare(exp)  # the sandbox check; builds the context when there is none yet
+    _PA_CONTEXTS.setdefault(key, exp.ctx)
     spec = _pick(task, exp, method, exp.seed)
     eps = task.episodes(exp, spec)
     plan = task.round_size(exp, spec)

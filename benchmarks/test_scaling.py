@@ -22,7 +22,9 @@ served over what it could have served in the run's wall time: ``work_s / wall``)
 machine's load average and memory, the workers' CPU time, and the engines' calls in flight at
 once. Every configuration's records are compared with the local executor's (one stream) at the
 same round size and ``pipeline_rounds`` (plain simulated backend: the server model changes no text). A second test measures snapshots of 10^5..10^7-experience stores: size,
-``snapshot()`` time and distribution to W workers through Ray's object store.
+``snapshot()`` time and distribution to W workers through Ray's object store. ``test_experiment_at_once``
+runs the Prophet Arena experiment with every run at once; ``test_context_memory_per_run`` measures what each
+run at once adds to a worker's memory (``TOE_SCALE_CONTEXT_RUNS`` methods, 48).
 
     python -m pytest benchmarks/test_scaling.py -s -p no:cacheprovider
 
@@ -235,6 +237,14 @@ def _proc_cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def _proc_rss_gb(pid: int) -> float:
+    """Resident memory of a process now, from /proc (GB)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024 / 1e9
+    return float("nan")
+
+
 def measure_experiment(w: int) -> list[dict]:
     """The experiment over ``w`` Ray workers, through the runner's own :func:`engine.runner.run_at_once` on
     one set of workers: every run at once (``concurrent_runs`` = the runs), then the first
@@ -267,6 +277,7 @@ def measure_experiment(w: int) -> list[dict]:
             line = run_at_once([RunSpec(m, s) for m, s, _ in todo], one, parent, at_once,
                                SimpleNamespace(out=None))
             cores = (sum(map(_proc_cpu_s, pids)) - c0) / line["wall_s"]
+            rss = [_proc_rss_gb(p) for p in pids]  # every run's method still cached in the workers
             for m, s, _ in todo:
                 assert _plain(got[RunSpec(m, s).key]) == _local_records(m, s), f"W={w}: {m} seed {s} differs"
             engines = line["engines"]
@@ -282,7 +293,8 @@ def measure_experiment(w: int) -> list[dict]:
                          "seqs_in_flight_mean": float(np.mean([e.get("seqs_in_flight_mean", np.nan)
                                                                for e in engines])),
                          "seqs_in_flight_p95": float(np.max([e.get("seqs_in_flight_p95", np.nan) for e in engines])),
-                         "worker_cores": cores, "load_average": load, "identical_to_local": True})
+                         "worker_cores": cores, "worker_rss_gb_mean": float(np.mean(rss)),
+                         "worker_rss_gb_max": float(np.max(rss)), "load_average": load, "identical_to_local": True})
             print(json.dumps(rows[-1]), flush=True)
     finally:
         parent.close()
@@ -291,15 +303,18 @@ def measure_experiment(w: int) -> list[dict]:
 
 def experiment_table(rows) -> str:
     lines = ["| workers | runs at once | runs | questions | episodes/s | x one at a time | engine util mean (min) | "
-             "engine busy mean | seqs in flight mean (max p95) | seqs/call | worker cores | load avg |",
-             "| ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | --- | ---: | ---: | ---: |"]
+             "engine busy mean | seqs in flight mean (max p95) | seqs/call | worker cores | worker RSS GB mean (max) | "
+             "load avg |",
+             "| ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | --- | ---: | ---: | --- | ---: |"]
     for r in rows:
         base = next((b for b in rows if b["workers"] == r["workers"] and b["at_once"] == 1), None)
         gain = r["episodes_per_s"] / base["episodes_per_s"] if base else float("nan")
         lines.append(f"| {r['workers']} | {r['at_once']} | {r['runs']} | {r['episodes']} | "
                      f"{r['episodes_per_s']:.2f} | {gain:.1f} | {r['utilization_mean']:.2f} "
                      f"({r['utilization_min']:.2f}) | {r['busy_mean']:.2f} | {r['seqs_in_flight_mean']:.1f} "
-                     f"({r['seqs_in_flight_p95']:.0f}) | {r['seqs_per_call']:.1f} | {r['worker_cores']:.2f} | {r['load_average']:.1f} |")
+                     f"({r['seqs_in_flight_p95']:.0f}) | {r['seqs_per_call']:.1f} | {r['worker_cores']:.2f} | "
+                     + (f"{r['worker_rss_gb_mean']:.2f} ({r['worker_rss_gb_max']:.2f})" if "worker_rss_gb_mean" in r
+                        else "not measured") + f" | {r['load_average']:.1f} |")
     return "\n".join(lines)
 
 
@@ -435,3 +450,45 @@ def test_idle_worker_overhead(ray_cluster):
     assert all(r["idle_cores"] >= 0 for r in rows)
     old = json.loads((RESULTS / "scaling.json").read_text()) if (RESULTS / "scaling.json").exists() else {}
     (RESULTS / "scaling.json").write_text(json.dumps({**old, "idle_workers": rows}, indent=2) + "\n")
+
+
+_CONTEXT_PROBE = """
+import gc, pickle, sys
+import engine.forecast.round_methods as rm
+blobs = pickle.loads(open(sys.argv[1], "rb").read())
+copies = sys.argv[2] == "copies"
+def rss_mib():
+    return next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmRSS:")) / 1024
+gc.collect(); r0 = rss_mib(); methods = []
+for b in blobs:
+    methods.append(pickle.loads(b))
+    if copies:
+        rm._SHARED.clear()  # the reference: every unpickled method keeps its own context, as before
+gc.collect()
+print(rss_mib() - r0, len({id(m.ctx) for m in methods}))
+"""
+
+
+def test_context_memory_per_run(tmp_path):
+    """What each run at once adds to a worker's memory: ``RUNS`` Prophet Arena methods, each pickled on its own
+    as Ray ships them, unpickled in a fresh process with the experiment's context shared (the engine) and, as
+    the reference in the same run, with every copy kept."""
+    import pickle
+    import subprocess
+
+    runs = int(os.environ.get("TOE_SCALE_CONTEXT_RUNS", 48))
+    methods = EXP_METHODS
+    blobs = [pickle.dumps(wl.method()) for wl in (W.prophet_arena(m, None, questions=EXP_QUESTIONS, seed=0)
+                                                  for m in methods) for _ in range(runs // len(methods))]
+    path = tmp_path / "methods.pkl"
+    path.write_bytes(pickle.dumps(blobs))
+    row = {"runs": len(blobs), "method_pickle_mb": len(blobs[0]) / 1e6}
+    for mode in ("shared", "copies"):
+        out = subprocess.run([sys.executable, "-c", _CONTEXT_PROBE, str(path), mode], capture_output=True, text=True,
+                             check=True, cwd=Path(__file__).resolve().parents[1]).stdout.split()
+        row[f"{mode}_mib"], row[f"{mode}_contexts"] = float(out[0]), int(out[1])
+    print(json.dumps(row), flush=True)
+    assert row["shared_contexts"] == 1 and row["copies_contexts"] == len(blobs)
+    assert row["shared_mib"] < row["copies_mib"]
+    old = json.loads((RESULTS / "scaling.json").read_text()) if (RESULTS / "scaling.json").exists() else {}
+    (RESULTS / "scaling.json").write_text(json.dumps({**old, "context_memory": row}, indent=2) + "\n")
