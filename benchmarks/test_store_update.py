@@ -179,7 +179,7 @@ def test_store_update(benchmark, big_store):
     # warm-up: JIT (or cache load) of every variant, excluded from timing
     for fn in (KR.scatter_add, KR.scatter_add_prefetch):
         fn(blk, eids[:64], zeros[:64])
-    KR.formula_update(blk, eids[:64], rewards[:64], *args)
+    KR.formula_update(blk, eids[:64], KR.ALL_HORIZONS, rewards[:64], H, *args)
     st.update(eids[:64], rewards[:64])
 
     # the independent reference runs on the store's own block (64-byte aligned, asserted), so every
@@ -191,7 +191,7 @@ def test_store_update(benchmark, big_store):
         "reference_aligned_prefetch": lambda: reference_update(blk, eids, rewards, *args),
         "scatter_add": lambda: KR.scatter_add(blk, eids, zeros),
         "scatter_add_prefetch": lambda: KR.scatter_add_prefetch(blk, eids, zeros),
-        "formula": lambda: KR.formula_update(blk, eids, rewards, *args),
+        "formula": lambda: KR.formula_update(blk, eids, KR.ALL_HORIZONS, rewards, H, *args),
         "store.update": lambda: st.update(eids, rewards),
         # the floor of any check that reads the batch once before the first write (a failed batch
         # changes nothing): one sequential pass over the eids and the rewards' bits, no test
@@ -218,7 +218,7 @@ def test_store_update(benchmark, big_store):
     small_e = np.random.default_rng(6).integers(0, m, B)
     a, b_ = blk[:m].copy(), C.aligned_empty(m, blk.shape[1])
     b_[:] = blk[:m]
-    KR.formula_update(a, small_e, rewards, *args)
+    KR.formula_update(a, small_e, KR.ALL_HORIZONS, rewards, H, *args)
     reference_update(b_, small_e, rewards, *args)
     np.testing.assert_array_equal(a, b_)
     del a, b_

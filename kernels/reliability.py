@@ -88,90 +88,80 @@ def _delta(q, delta, q_min, q_max):
     return _clip(q + delta, q_min, q_max)
 
 
+# Each rule is one kernel; which horizons an update sets is its argument ``hcols``: ``i8[b]``, the horizon
+# column of update i (its reward ``rewards[i, 0]``), or an empty ``i8[0]`` (:data:`ALL_HORIZONS`) for every
+# update's whole vector (``rewards[i, :]``, ``f8[b, H]``). The branch is the same for the whole batch.
+ALL_HORIZONS = np.empty(0, np.int64)
+
+
 @numba.njit(cache=True)
-def formula_update(block, eids, rewards, eta, q0, q_min, q_max, lut):
-    """ToE eq. (9)/(A6) on whole reliability vectors, in batch order.
+def formula_update(block, eids, hcols, rewards, n_horizons, eta, q0, q_min, q_max, lut):
+    """ToE eq. (9)/(A6), in batch order.
 
     ``Q <- clip(Q + eta * (1 - ((Q - q0) / q0)^2) / (1 + ln(1 + n_hit)) * r, q_min, q_max)``
-    with ``n_hit = block[e, H]`` the hit count at update time.
+    with ``n_hit = block[e, H]`` the hit count at update time (``H = n_horizons``).
 
-    block f8[n, W] (layout in the module docstring), eids i8[b], rewards f8[b, H],
-    lut f8[m] from :func:`inv_log_lut`. Writes ``block[:, :H]`` in place.
+    block f8[n, W] (layout in the module docstring), eids i8[b], hcols (above), rewards f8[b, H] or f8[b, 1],
+    lut f8[m] from :func:`inv_log_lut`. Writes Q in place.
     """
     b = eids.shape[0]
-    h = rewards.shape[1]
-    for i in range(b):
-        if i + PREFETCH < b:
-            prefetch_row(block, eids[i + PREFETCH])
-        e = eids[i]
-        damp = eta * _inv_log(block[e, h], lut)  # ToE eq. (9): eta / (1 + log(1 + n_hit))
-        for j in range(h):
-            block[e, j] = _formula(block[e, j], damp, rewards[i, j], q0, q_min, q_max)
+    # the horizon choice outside the walk: inside it, the single-horizon walk ran 10% slower (4M updates)
+    if hcols.shape[0] == 0:
+        for i in range(b):
+            if i + PREFETCH < b:
+                prefetch_row(block, eids[i + PREFETCH])
+            e = eids[i]
+            damp = eta * _inv_log(block[e, n_horizons], lut)  # ToE eq. (9): eta / (1 + log(1 + n_hit))
+            for j in range(n_horizons):
+                block[e, j] = _formula(block[e, j], damp, rewards[i, j], q0, q_min, q_max)
+    else:
+        for i in range(b):
+            if i + PREFETCH < b:
+                prefetch_row(block, eids[i + PREFETCH])
+            e, c = eids[i], hcols[i]
+            damp = eta * _inv_log(block[e, n_horizons], lut)
+            block[e, c] = _formula(block[e, c], damp, rewards[i, 0], q0, q_min, q_max)
 
 
 @numba.njit(cache=True)
-def formula_update_h(block, eids, hcols, rewards, n_horizons, eta, q0, q_min, q_max, lut):
-    """ToE eq. (9)/(A6) on single horizons: update i sets ``Q[eids[i], hcols[i]]``.
-
-    block f8[n, W], eids i8[b], hcols i8[b] in [0, n_horizons), rewards f8[b];
-    ``n_horizons`` is H (the hit count sits in column H). In place, batch order.
-    """
-    b = eids.shape[0]
-    for i in range(b):
-        if i + PREFETCH < b:
-            prefetch_row(block, eids[i + PREFETCH])
-        e = eids[i]
-        damp = eta * _inv_log(block[e, n_horizons], lut)
-        block[e, hcols[i]] = _formula(block[e, hcols[i]], damp, rewards[i], q0, q_min, q_max)
-
-
-@numba.njit(cache=True)
-def asymmetric_update(block, eids, rewards, eta_task, q_min, q_max):
+def asymmetric_update(block, eids, hcols, rewards, eta_task, q_min, q_max):
     """ToE eq. (A3): ``Q <- r`` if ``r > 0`` else ``(1 - eta_task) * Q + eta_task * r``, clipped.
 
     ``eta_task = 1`` is the binary update of eqs. (A4)/(A5) (``Q <- r``).
-    block f8[n, W], eids i8[b], rewards f8[b, H]. In place, batch order.
+    block f8[n, W], eids i8[b], hcols (above), rewards f8[b, H] or f8[b, 1]. In place, batch order.
     """
     b = eids.shape[0]
-    h = rewards.shape[1]
+    whole = hcols.shape[0] == 0
     for i in range(b):
         if i + PREFETCH < b:
             prefetch_row(block, eids[i + PREFETCH])
         e = eids[i]
-        for j in range(h):
-            block[e, j] = _asymmetric(block[e, j], rewards[i, j], eta_task, q_min, q_max)
+        if whole:
+            for j in range(rewards.shape[1]):
+                block[e, j] = _asymmetric(block[e, j], rewards[i, j], eta_task, q_min, q_max)
+        else:
+            c = hcols[i]
+            block[e, c] = _asymmetric(block[e, c], rewards[i, 0], eta_task, q_min, q_max)
 
 
 @numba.njit(cache=True)
-def asymmetric_update_h(block, eids, hcols, rewards, eta_task, q_min, q_max):
-    """ToE eq. (A3) on single horizons. eids i8[b], hcols i8[b], rewards f8[b]."""
-    for i in range(eids.shape[0]):
-        e = eids[i]
-        block[e, hcols[i]] = _asymmetric(block[e, hcols[i]], rewards[i], eta_task, q_min, q_max)
-
-
-@numba.njit(cache=True)
-def delta_update(block, eids, deltas, q_min, q_max):
+def delta_update(block, eids, hcols, deltas, q_min, q_max):
     """LLM-based updater, ToE eq. (10): ``Q <- clip(Q + delta, q_min, q_max)``.
 
-    ``deltas f8[b, H]`` are computed outside (by the prompt-based updater).
+    ``deltas f8[b, H]`` or ``f8[b, 1]`` are computed outside (by the prompt-based updater); hcols (above).
     """
     b = eids.shape[0]
-    h = deltas.shape[1]
+    whole = hcols.shape[0] == 0
     for i in range(b):
         if i + PREFETCH < b:
             prefetch_row(block, eids[i + PREFETCH])
         e = eids[i]
-        for j in range(h):
-            block[e, j] = _delta(block[e, j], deltas[i, j], q_min, q_max)
-
-
-@numba.njit(cache=True)
-def delta_update_h(block, eids, hcols, deltas, q_min, q_max):
-    """ToE eq. (10) on single horizons. eids i8[b], hcols i8[b], deltas f8[b]."""
-    for i in range(eids.shape[0]):
-        e = eids[i]
-        block[e, hcols[i]] = _delta(block[e, hcols[i]], deltas[i], q_min, q_max)
+        if whole:
+            for j in range(deltas.shape[1]):
+                block[e, j] = _delta(block[e, j], deltas[i, j], q_min, q_max)
+        else:
+            c = hcols[i]
+            block[e, c] = _delta(block[e, c], deltas[i, 0], q_min, q_max)
 
 
 @numba.njit(cache=True)

@@ -434,21 +434,16 @@ class ExperienceStore(StoreReader):
         if b == 0:
             return
         blk = self._block
+        if hcols is None:  # every update's whole vector
+            hcols = KR.ALL_HORIZONS
+        else:  # one horizon per update: its reward in column 0
+            r = r.reshape(b, 1)
         if rule == "formula":
-            if hcols is None:
-                KR.formula_update(blk, eids, r, eta, q0, self.q_min, q_max, self._lut)
-            else:
-                KR.formula_update_h(blk, eids, hcols, r, H, eta, q0, self.q_min, q_max, self._lut)
+            KR.formula_update(blk, eids, hcols, r, H, eta, q0, self.q_min, q_max, self._lut)
         elif rule in ("asymmetric", "binary"):
-            if hcols is None:
-                KR.asymmetric_update(blk, eids, r, eta_task, self.q_min, q_max)
-            else:
-                KR.asymmetric_update_h(blk, eids, hcols, r, eta_task, self.q_min, q_max)
+            KR.asymmetric_update(blk, eids, hcols, r, eta_task, self.q_min, q_max)
         else:
-            if hcols is None:
-                KR.delta_update(blk, eids, r, self.q_min, q_max)
-            else:
-                KR.delta_update_h(blk, eids, hcols, r, self.q_min, q_max)
+            KR.delta_update(blk, eids, hcols, r, self.q_min, q_max)
 
     # --- delayed feedback (ToE eq. (7)) ---------------------------------------------------
     def defer(self, episode_ids, eids, horizons, due, actions) -> np.ndarray:

@@ -70,7 +70,7 @@ def test_formula_matches_reference(batch, eta, q0):
     q, hit, eids, r = batch
     q = q * q0
     blk = make_block(q, hit)
-    KR.formula_update(blk, eids, r, eta, q0, 0.0, 2 * q0, LUT)
+    KR.formula_update(blk, eids, KR.ALL_HORIZONS, r, r.shape[1], eta, q0, 0.0, 2 * q0, LUT)
     want = ref_formula(q, hit, eids, r, eta, q0, 0.0, 2 * q0)
     np.testing.assert_allclose(blk[:, : q.shape[1]], want, rtol=1e-12, atol=1e-12)
     assert (blk[:, : q.shape[1]] >= 0).all() and (blk[:, : q.shape[1]] <= 2 * q0).all()
@@ -84,7 +84,7 @@ def test_formula_single_horizon_matches_reference(batch):
     rng = np.random.default_rng(len(eids))
     hcols = rng.integers(0, q.shape[1], len(eids)).astype(np.int64)
     blk = make_block(q, hit)
-    KR.formula_update_h(blk, eids, hcols, r[:, 0].copy(), q.shape[1], 10.0, 1.0, 0.0, 2.0, LUT)
+    KR.formula_update(blk, eids, hcols, r[:, :1].copy(), q.shape[1], 10.0, 1.0, 0.0, 2.0, LUT)
     full = np.zeros_like(r)
     want = q.copy()
     for i, (e, hc) in enumerate(zip(eids, hcols)):  # one at a time through the full-vector reference
@@ -100,11 +100,11 @@ def test_asymmetric_matches_reference(batch, eta_task):
     q, hit, eids, r = batch
     r = np.round(r)  # mix of successes (>0), zeros and penalties
     blk = make_block(q, hit)
-    KR.asymmetric_update(blk, eids, r, eta_task, 0.0, 2.0)
+    KR.asymmetric_update(blk, eids, KR.ALL_HORIZONS, r, eta_task, 0.0, 2.0)
     np.testing.assert_allclose(blk[:, : q.shape[1]], ref_asymmetric(q, eids, r, eta_task, 0.0, 2.0), rtol=1e-12, atol=1e-12)
     hcols = (eids % q.shape[1]).astype(np.int64)
     blk2 = make_block(q, hit)
-    KR.asymmetric_update_h(blk2, eids, hcols, r[:, 0].copy(), eta_task, 0.0, 2.0)
+    KR.asymmetric_update(blk2, eids, hcols, r[:, :1].copy(), eta_task, 0.0, 2.0)
     want = q.copy()
     for i, (e, hc) in enumerate(zip(eids, hcols)):
         x = r[i, 0] if r[i, 0] > 0 else (1 - eta_task) * want[e, hc] + eta_task * r[i, 0]
@@ -117,11 +117,11 @@ def test_asymmetric_matches_reference(batch, eta_task):
 def test_delta_matches_reference(batch):
     q, hit, eids, r = batch
     blk = make_block(q, hit)
-    KR.delta_update(blk, eids, r, 0.0, 2.0)
+    KR.delta_update(blk, eids, KR.ALL_HORIZONS, r, 0.0, 2.0)
     np.testing.assert_allclose(blk[:, : q.shape[1]], ref_delta(q, eids, r, 0.0, 2.0), rtol=1e-12, atol=1e-12)
     blk2 = make_block(q, hit)
     hcols = np.zeros(len(eids), dtype=np.int64)
-    KR.delta_update_h(blk2, eids, hcols, r[:, 0].copy(), 0.0, 2.0)
+    KR.delta_update(blk2, eids, hcols, r[:, :1].copy(), 0.0, 2.0)
     want = q.copy()
     for i, e in enumerate(eids):
         want[e, 0] = min(max(want[e, 0] + r[i, 0], 0.0), 2.0)
@@ -132,7 +132,8 @@ def test_binary_is_asymmetric_with_eta_one():
     # ToE eqs. (A4)/(A5): Q_new = r in {0, 1}
     q = np.array([[0.3, 1.7], [1.0, 0.0]])
     blk = make_block(q, np.zeros(2))
-    KR.asymmetric_update(blk, np.array([0, 1, 0]), np.array([[1.0, 0.0], [0.0, 1.0], [0.0, 1.0]]), 1.0, 0.0, 2.0)
+    KR.asymmetric_update(blk, np.array([0, 1, 0]), KR.ALL_HORIZONS, np.array([[1.0, 0.0], [0.0, 1.0], [0.0, 1.0]]), 1.0,
+                         0.0, 2.0)
     np.testing.assert_array_equal(blk[:, :2], [[0.0, 1.0], [0.0, 1.0]])
 
 
@@ -141,7 +142,7 @@ def test_empty_and_tiny_batches(n):
     q = np.ones((max(n, 1), 3))
     blk = make_block(q, np.zeros(len(q)))
     eids = np.zeros(n, dtype=np.int64)
-    KR.formula_update(blk, eids, np.full((n, 3), 0.01), 10.0, 1.0, 0.0, 2.0, LUT)
+    KR.formula_update(blk, eids, KR.ALL_HORIZONS, np.full((n, 3), 0.01), 3, 10.0, 1.0, 0.0, 2.0, LUT)
     want = ref_formula(q, np.zeros(len(q)), eids, np.full((n, 3), 0.01), 10.0, 1.0, 0.0, 2.0)
     np.testing.assert_allclose(blk[:, :3], want, rtol=1e-12)
 
@@ -150,7 +151,7 @@ def test_repeats_differ_from_add_at():
     """The formula is not additive: np.add.at of per-update deltas would be wrong."""
     q = np.ones((1, 1))
     blk = make_block(q, np.zeros(1))
-    KR.formula_update(blk, np.array([0, 0]), np.array([[0.05], [0.05]]), 10.0, 1.0, 0.0, 2.0, LUT)
+    KR.formula_update(blk, np.array([0, 0]), KR.ALL_HORIZONS, np.array([[0.05], [0.05]]), 1, 10.0, 1.0, 0.0, 2.0, LUT)
     one_at_a_time = ref_formula(q, [0], [0, 0], [[0.05], [0.05]], 10.0, 1.0, 0.0, 2.0)
     add_at = 1.0 + 2 * 10.0 * 0.05  # both deltas computed from the old Q
     assert blk[0, 0] == pytest.approx(one_at_a_time[0, 0], rel=1e-12)
@@ -162,9 +163,9 @@ def test_bounds_hold_under_extreme_rewards():
     q = rng.uniform(0, 2, (50, 3))
     blk = make_block(q, rng.integers(0, 5, 50).astype(float))
     eids = rng.integers(0, 50, 5000)
-    KR.formula_update(blk, eids, rng.normal(0, 100.0, (5000, 3)), 10.0, 1.0, 0.0, 2.0, LUT)
+    KR.formula_update(blk, eids, KR.ALL_HORIZONS, rng.normal(0, 100.0, (5000, 3)), 3, 10.0, 1.0, 0.0, 2.0, LUT)
     assert blk[:, :3].min() >= 0.0 and blk[:, :3].max() <= 2.0
-    KR.delta_update(blk, eids, rng.normal(0, 100.0, (5000, 3)), 0.25, 1.5)
+    KR.delta_update(blk, eids, KR.ALL_HORIZONS, rng.normal(0, 100.0, (5000, 3)), 0.25, 1.5)
     assert blk[:, :3].min() >= 0.25 and blk[:, :3].max() <= 1.5
 
 
