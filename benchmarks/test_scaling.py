@@ -237,6 +237,58 @@ def _proc_cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+class RoleCPU:
+    """CPU seconds of this machine's processes by role over a pass, sampled from /proc every ``interval_s`` (a
+    store owner of a run that ends mid-pass is killed then: its last sample counts): the driver (this process:
+    the runs' threads), the store owners, the workers, and the rest of Ray (raylet, GCS, idle processes)."""
+
+    ROLES = ("driver", "store_owners", "workers", "ray_other")
+
+    def __init__(self, interval_s: float = 0.5):
+        import threading
+
+        self._seen: dict[int, tuple[str, float, float]] = {}  # pid -> (role, first cpu, last cpu)
+        self._stop = threading.Event()
+        self._sample()
+        self._thread = threading.Thread(target=self._loop, args=(interval_s,), daemon=True)
+        self._thread.start()
+
+    def _sample(self) -> None:
+        me = os.getpid()
+        for d in Path("/proc").iterdir():
+            if not d.name.isdigit():
+                continue
+            pid = int(d.name)
+            try:
+                if pid == me:
+                    role = "driver"
+                else:
+                    cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                    role = ("store_owners" if "StoreOwner" in cmd else "workers" if "EpisodeWorker" in cmd
+                            else "ray_other" if "ray" in cmd else None)
+                if role is None:
+                    continue
+                cpu = _proc_cpu_s(pid)
+            except (OSError, ValueError, IndexError):
+                continue
+            old = self._seen.get(pid)
+            self._seen[pid] = (role, cpu if old is None else old[1], cpu)
+
+    def _loop(self, interval_s: float) -> None:
+        while not self._stop.wait(interval_s):
+            self._sample()
+
+    def stop(self, wall_s: float) -> dict[str, float]:
+        """Cores each role used on average over ``wall_s`` (processes that started during the pass count from 0)."""
+        self._stop.set()
+        self._thread.join()
+        self._sample()
+        out = dict.fromkeys(self.ROLES, 0.0)
+        for role, first, last in self._seen.values():
+            out[role] += last - first
+        return {k: v / wall_s for k, v in out.items()}
+
+
 def _proc_rss_gb(pid: int) -> float:
     """Resident memory of a process now, from /proc (GB)."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -274,9 +326,11 @@ def measure_experiment(w: int) -> list[dict]:
             todo = runs if at_once > 1 else runs[:EXP_ONE_BY_ONE_RUNS]
             got.clear()
             load, c0 = os.getloadavg()[0], sum(map(_proc_cpu_s, pids))
+            roles = RoleCPU()
             line = run_at_once([RunSpec(m, s) for m, s, _ in todo], one, parent, at_once,
                                SimpleNamespace(out=None))
             cores = (sum(map(_proc_cpu_s, pids)) - c0) / line["wall_s"]
+            by_role = roles.stop(line["wall_s"])
             rss = [_proc_rss_gb(p) for p in pids]  # every run's method still cached in the workers
             for m, s, _ in todo:
                 assert _plain(got[RunSpec(m, s).key]) == _local_records(m, s), f"W={w}: {m} seed {s} differs"
@@ -294,7 +348,9 @@ def measure_experiment(w: int) -> list[dict]:
                                                                for e in engines])),
                          "seqs_in_flight_p95": float(np.max([e.get("seqs_in_flight_p95", np.nan) for e in engines])),
                          "worker_cores": cores, "worker_rss_gb_mean": float(np.mean(rss)),
-                         "worker_rss_gb_max": float(np.max(rss)), "load_average": load, "identical_to_local": True})
+                         "worker_rss_gb_max": float(np.max(rss)),
+                         **{f"cores_{k}": v for k, v in by_role.items()},
+                         "load_average": load, "identical_to_local": True})
             print(json.dumps(rows[-1]), flush=True)
     finally:
         parent.close()
