@@ -35,40 +35,44 @@ def with_engine_sections(config: Mapping[str, Any], options: RunOptions) -> RunO
     """``options`` carrying the config's ``[cluster]``, ``[llm]`` and ``[embed]`` parsed (once per run: the CLI
     parses them before :func:`resolve`, the runner when called without them); the executors, the task and the
     run folder read them from there (:func:`run_llm`, :func:`run_embed`) and never parse them again."""
-    if all(getattr(options, name, None) is not None for name in ("cluster", "llm", "embed")):
+    if all(getattr(options, name, None) is not None for name in SECTIONS):
         return options
     import dataclasses
     from types import SimpleNamespace
 
-    from engine.embed import config as embed_config
-    from engine.executor import settings
-    from engine.llm import config as llm_config
-
-    parsed = {"cluster": getattr(options, "cluster", None) or settings.parse_cluster(config),
-              "llm": getattr(options, "llm", None) or llm_config.load_llm_config(config.get("llm")),
-              "embed": getattr(options, "embed", None) or embed_config.load_embed_config(config)}
+    parsed = {name: _section(name, config, options) for name in SECTIONS}
     if dataclasses.is_dataclass(options):
         return dataclasses.replace(options, **parsed)
     return SimpleNamespace(**{**vars(options), **parsed})  # a caller's own options object
 
 
-def run_llm(config: Mapping[str, Any], options) -> Any:
-    """The run's ``[llm]`` (:class:`engine.llm.config.LLMConfig`): ``options.llm`` as parsed once per run, else
-    parsed from ``config`` (a caller that did not go through :func:`with_engine_sections`)."""
-    parsed = getattr(options, "llm", None)
+SECTIONS = ("cluster", "llm", "embed")  # the engine's sections RunOptions carries parsed
+
+
+def _section(name: str, config: Mapping[str, Any], options) -> Any:
+    """``options.<name>`` as parsed once per run, else the section parsed from ``config`` by its one parser."""
+    parsed = getattr(options, name, None)
     if parsed is not None:
         return parsed
-    from engine.llm import config as llm_config
+    if name == "cluster":
+        from engine.executor import settings
 
-    return llm_config.load_llm_config(config.get("llm"))
+        return settings.parse_cluster(config)
+    if name == "llm":
+        from engine.llm import config as llm_config
 
-
-def run_embed(config: Mapping[str, Any], options) -> Any:
-    """The run's ``[embed]`` (:class:`engine.embed.EmbedConfig`): ``options.embed`` as parsed once per run, else
-    parsed from ``config``."""
-    parsed = getattr(options, "embed", None)
-    if parsed is not None:
-        return parsed
+        return llm_config.load_llm_config(config.get("llm"))
     from engine.embed import config as embed_config
 
     return embed_config.load_embed_config(config)
+
+
+def run_llm(config: Mapping[str, Any], options) -> Any:
+    """The run's ``[llm]`` (:class:`engine.llm.config.LLMConfig`): ``options.llm`` as parsed once per run, else
+    parsed from ``config`` (a caller that did not go through :func:`with_engine_sections`)."""
+    return _section("llm", config, options)
+
+
+def run_embed(config: Mapping[str, Any], options) -> Any:
+    """The run's ``[embed]`` (:class:`engine.embed.EmbedConfig`), as :func:`run_llm` gives ``[llm]``."""
+    return _section("embed", config, options)
