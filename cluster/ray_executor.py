@@ -36,8 +36,9 @@ fewest rounds, after applying them. Same results as the store owners'.
 Failure semantics: a worker killed mid-round is restarted by Ray
 (``max_restarts``) and its share is rerun elsewhere (``max_attempts``); a
 killed driver takes its actors with it and resumes from the last checkpoint
-(``checkpoint_dir`` given again); a store owner that dies fails the run, which
-then resumes from the last checkpoint.
+(``checkpoint_dir`` given again); a store owner that dies fails the runs it
+holds (every run at once: one owner per shard serves them all), which then
+resume from the last checkpoint.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ import copy
 import functools
 import threading
 import time
+import uuid
 from typing import Any
 
 import numpy as np
@@ -72,10 +74,11 @@ _INIT_LOCK = threading.Lock()
 
 
 class Fleet:
-    """The episode workers of an executor and of its forks (runs at once share them): the actor handles, the
-    factory and shape they were built with, and how many shares each has in flight over every run (``load``:
+    """The actors of an executor and of its forks (runs at once share them): the episode workers, the
+    factory and shape they were built with, how many shares each has in flight over every run (``load``:
     a run's pool hands its next share to the least loaded idle worker, so runs at once spread over the
-    workers instead of all starting on worker 0)."""
+    workers instead of all starting on worker 0), and the store owners, one per shard, each holding
+    its shard of every run (:mod:`cluster.store_actors`)."""
 
     def __init__(self, n_workers: int):
         self.lock = threading.Lock()
@@ -83,6 +86,7 @@ class Fleet:
         self.llm_factory = None
         self.shape = None
         self.load = [0] * n_workers
+        self.stores: list = []  # StoreOwner handles: shard k of every run at once is owner k's (store_actors)
 
 
 def union_s(spans) -> float:
@@ -198,8 +202,8 @@ class RayExecutor(RoundLoop):
         self.tensor_parallel_size = tensor_parallel_size
         self._groups: list = []  # one placement group per worker when tensor_parallel_size > 1
         self._owns_ray = False
-        self.stores: list = []  # StoreOwner handles, kept across runs
-        self._active_stores: list = []
+        self._active_stores: list = []  # the fleet's store owners this run uses (one per shard)
+        self._run_key = ""  # this run's name in the store owners
         # the current run's state (_start sets it, _finish clears it)
         self.pool: EpisodePool | None = None
         self._method_ref = None  # the run's method in the object store
@@ -226,6 +230,7 @@ class RayExecutor(RoundLoop):
     _llm_factory = property(lambda self: self._fleet.llm_factory,
                             lambda self, value: setattr(self._fleet, "llm_factory", value))
     _streams = property(lambda self: self._fleet.shape, lambda self, value: setattr(self._fleet, "shape", value))
+    stores = property(lambda self: self._fleet.stores, lambda self, value: setattr(self._fleet, "stores", value))
 
     def fork(self) -> "RayExecutor":
         """A sibling executor for a run at the same time as this one's others, on the same workers (module
@@ -256,15 +261,11 @@ class RayExecutor(RoundLoop):
         self._owns_ray = True
 
     def close(self) -> None:
-        """Kill the executor's actors (a fork's: its store owners; the workers are its parent's to kill). Ray stays
-        up for the next executor of this process (a runner makes one per method and seed); ``ray.init`` shuts it
-        down at exit."""
+        """Kill the executor's actors (a fork's are its parent's to kill). Ray stays up for the next executor of
+        this process (a runner makes one per method and seed); ``ray.init`` shuts it down at exit."""
         if self._owns_fleet:
             self._kill(self.workers + self.stores)
-            self.workers, self._llm_factory = [], None
-        else:
-            self._kill(self.stores)
-        self.stores = []
+            self.workers, self._llm_factory, self.stores = [], None, []
 
     def shutdown(self) -> None:
         """:meth:`close`, then shut Ray down if this executor started it."""
@@ -358,12 +359,14 @@ class RayExecutor(RoundLoop):
             parts = [method] if shards == 1 else method.split(shards)
             if len(parts) != shards:
                 raise AssertionError(f"{type(method).__name__}.split({shards}) returned {len(parts)} shards")
-            if len(self.stores) < shards:
-                here = NodeAffinitySchedulingStrategy(node_id=ray.get_runtime_context().get_node_id(), soft=False)
-                store_cls = ray.remote(StoreOwner).options(num_cpus=0, max_restarts=0, scheduling_strategy=here)
-                self.stores += [store_cls.remote() for _ in range(shards - len(self.stores))]
-            self._active_stores = self.stores[:shards]
-            loaded = [s.load.remote(None if shards == 1 else k, part,
+            with self._fleet.lock:  # runs at once: the first to need shard k starts its owner
+                if len(self.stores) < shards:
+                    here = NodeAffinitySchedulingStrategy(node_id=ray.get_runtime_context().get_node_id(), soft=False)
+                    store_cls = ray.remote(StoreOwner).options(num_cpus=0, max_restarts=0, scheduling_strategy=here)
+                    self.stores += [store_cls.remote() for _ in range(shards - len(self.stores))]
+                self._active_stores = self.stores[:shards]
+            self._run_key = uuid.uuid4().hex
+            loaded = [s.load.remote(self._run_key, None if shards == 1 else k, part,
                                     None if cursor is None else str(cursor.state_dir(None if shards == 1 else k)))
                       for k, (s, part) in enumerate(zip(self._active_stores, parts))]
         shape = (self.streams_per_worker, self.shares_per_worker, self.concurrent_runs)
@@ -400,7 +403,7 @@ class RayExecutor(RoundLoop):
         if self._use_replicas:  # the workers apply round index - 1 themselves (module docstring)
             submit = functools.partial(self._replica_share, index)
         else:
-            snapshot_refs = [s.snapshot.remote() for s in self._active_stores]
+            snapshot_refs = [s.snapshot.remote(self._run_key) for s in self._active_stores]
             submit = functools.partial(_run_share, [self._method_ref, self._run_llm], snapshot_refs)
         self.pool.sort_idle()  # share i -> worker i: reruns of a round meet the same warm caches
         for e in batch:
@@ -525,8 +528,8 @@ class RayExecutor(RoundLoop):
             self._share_refs = []
             return
         self._check_acks()
-        self._acks = [s.apply_shares.remote(index, None if staging is None else str(staging), *self._share_refs)
-                      for s in self._active_stores]
+        self._acks = [s.apply_shares.remote(self._run_key, index, None if staging is None else str(staging),
+                                            *self._share_refs) for s in self._active_stores]
         self._share_refs = []
         if staging is not None:  # the checkpoint is committed right after: wait for every owner
             self._check_acks()
@@ -547,11 +550,12 @@ class RayExecutor(RoundLoop):
                 raise
         self._acks = []
         if not ok:  # a dead store owner or worker may be why: start fresh next run
-            if self._owns_fleet:  # a fork's workers serve its siblings: its parent kills them at the end
-                self._kill(self.workers)
-                self.workers, self._llm_factory = [], None
-            self._kill(self.stores)
-            self.stores = []
+            if self._owns_fleet:
+                self._kill(self.workers + self.stores)
+                self.workers, self._llm_factory, self.stores = [], None, []
+            else:  # a fork's actors serve its siblings (its parent kills them at the end): forget this run
+                for store in self._active_stores:
+                    store.drop.remote(self._run_key)
             return
         if self._use_replicas:
             try:
@@ -564,7 +568,7 @@ class RayExecutor(RoundLoop):
                 vars(method).update(vars(final))
             return
         # deepcopy: arrays deserialized from the object store are read-only views
-        owned = copy.deepcopy(ray.get([s.export.remote() for s in self._active_stores]))
+        owned = copy.deepcopy(ray.get([s.export.remote(self._run_key) for s in self._active_stores]))
         if len(owned) == 1:
             vars(method).update(vars(owned[0]))
         else:

@@ -374,6 +374,28 @@ def test_a_refused_apply_fails_the_run_even_when_no_checkpoint_waits_for_it(two_
         assert not ex.workers and not ex.stores
 
 
+def test_a_failed_run_at_once_leaves_the_shared_store_owner_to_the_other_runs(two_workers):
+    """Runs at once share one store owner per shard: a fork whose run fails forgets its state there and kills
+    nothing; its sibling runs on, and equals its local run."""
+    import ray
+
+    from engine.errors import StoreError
+
+    parent = RayExecutor(workers=1, num_cpus_per_worker=0.5, concurrent_runs=2)
+    try:
+        failing = parent.fork()
+        with pytest.raises(StoreError, match="refuses the update of episode 5"):
+            failing.run(ToyMethod(refuse_on=5), EPISODES, ToyLLMFactory(), ROUND)
+        owner = parent.stores
+        assert len(owner) == 1 and ray.get(owner[0].held.remote()) == [] and parent.workers
+        m = ToyMethod()
+        assert_same_run((m, parent.fork().run(m, EPISODES, ToyLLMFactory(), ROUND)), local_run())
+        assert parent.stores == owner  # the same owner process served the sibling
+    finally:
+        parent.close()
+    assert not parent.workers and not parent.stores
+
+
 def test_a_worker_with_several_slots_is_idle_once_per_slot_and_busy_time_is_a_union():
     """No cluster needed: the pool's slot order and the busy-time union of overlapping shares."""
     from cluster.ray_executor import union_s

@@ -46,6 +46,8 @@ def test_runs_at_once_on_one_set_of_ray_workers_equal_the_local_executor(ray_clu
     the shares of the runs spread over both workers (the fleet's load), none left idle."""
     import threading
 
+    import ray
+
     workloads = [SW.game24("toe", 16), SW.finance("Pipe+ToE"), SW.prophet_arena(tmp_path / "pa", "full_text"),
                  SW.prophet_arena(tmp_path / "pa-memrl", "memrl")]
     want = {name: SW.plain(LocalExecutor().run(make(), eps, llm, size)) for name, make, eps, llm, size in workloads}
@@ -69,6 +71,8 @@ def test_runs_at_once_on_one_set_of_ray_workers_equal_the_local_executor(ray_clu
         served = [sum(s["workers"][i]["episodes"] for s in stats.values()) for i in range(2)]
         assert min(served) > 0, served
         assert len(parent.fleet_books()) == 2  # the workers outlive the forks until the parent closes
+        # one store owner held every run's experience (store_actors), and let each go with its run
+        assert len(parent.stores) == 1 and ray.get(parent.stores[0].held.remote()) == []
     finally:
         parent.close()
     assert parent.workers == []
