@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import statistics
 
+from engine.markdown import table
+
 
 def latest(data: dict, key: str) -> dict:
     """Figures of the last recorded run under ``key``."""
@@ -46,19 +48,20 @@ def _x(v: float) -> str:
 def store_update(data: dict) -> list[str]:
     f = latest(data, "n=10000000")
     u, r, t, sub = f["updates_per_s"], f["ratios"], f["targets"], f["subsets"]
-    lines = ["| variant | updates/s | ratio of formula kernel |", "|---|---:|---:|",
-             f"| formula kernel, ToE eq. (9)/(A6) (`kernels.reliability.formula_update`) | {_rate(u['formula'])} | 1 |",
-             f"| same through `ExperienceStore.update` (batch validated at the boundary) | {_rate(u['store.update'])} | - |",
-             f"| Numba random scatter-add `Q[e] += v`, same rows (issue's \"practical limit\") | {_rate(u['scatter_add'])} "
-             f"| **{_x(r['vs_scatter_add'])}** (target >= {t['vs_scatter_add']:g}x) |",
-             f"| Numba scatter-add with the same software prefetch | {_rate(u['scatter_add_prefetch'])} "
-             f"| {r['vs_scatter_add_prefetch']:.2f}x |",
-             f"| plain-Python dict-of-rows loop ({sub['python_rows']:,} rows, {sub['python_updates']:,} updates, scaled "
-             f"per update) | {_rate(u['python_dict'])} | **{_x(r['vs_python'])}** (target >= {t['vs_python']:g}x) |",
-             f"| pandas path table, `.loc` row lookup + write-back ({sub['pandas_rows']:,} rows, {sub['pandas_updates']:,} "
-             f"updates, scaled) | {_rate(u['pandas'])} | **{_x(r['vs_pandas'])}** (target >= {t['vs_pandas']:g}x) |",
-             "",
-             f"`ExperienceStore.update` (validation included: finiteness of the rewards, eid range, shapes) reaches "
+    lines = table(["variant", "updates/s", "ratio of formula kernel"], [
+        ["formula kernel, ToE eq. (9)/(A6) (`kernels.reliability.formula_update`)", _rate(u["formula"]), 1],
+        ["same through `ExperienceStore.update` (batch validated at the boundary)", _rate(u["store.update"]), "-"],
+        ["Numba random scatter-add `Q[e] += v`, same rows (issue's \"practical limit\")", _rate(u["scatter_add"]),
+         f"**{_x(r['vs_scatter_add'])}** (target >= {t['vs_scatter_add']:g}x)"],
+        ["Numba scatter-add with the same software prefetch", _rate(u["scatter_add_prefetch"]),
+         f"{r['vs_scatter_add_prefetch']:.2f}x"],
+        [f"plain-Python dict-of-rows loop ({sub['python_rows']:,} rows, {sub['python_updates']:,} updates, scaled "
+         "per update)", _rate(u["python_dict"]), f"**{_x(r['vs_python'])}** (target >= {t['vs_python']:g}x)"],
+        [f"pandas path table, `.loc` row lookup + write-back ({sub['pandas_rows']:,} rows, {sub['pandas_updates']:,} "
+         "updates, scaled)", _rate(u["pandas"]), f"**{_x(r['vs_pandas'])}** (target >= {t['vs_pandas']:g}x)"],
+    ], align="lrr")
+    lines += ["",
+              f"`ExperienceStore.update` (validation included: finiteness of the rewards, eid range, shapes) reaches "
              f"{r['store.update_vs_scatter_add']:.2f}x the plain scatter-add and "
              f"{r['vs_python'] * u['store.update'] / u['formula']:.0f}x the Python loop. Building the "
              f"{_pow10(f['n_experiences'])}-path store with `add_key_paths` took {f['build_s_wall']:.0f} s wall."]
@@ -76,11 +79,10 @@ def store_update(data: dict) -> list[str]:
                           "memory bandwidth of one pass.")
     if "bytes_per_experience" in f["memory"]:
         b = f["memory"]["bytes_per_experience"]
-        lines += ["", "| part | bytes per experience |", "|---|---:|"]
-        lines += [f"| {k} | {v:.1f} |" for k, v in b.items() if k not in ("total", "raw_q_and_hits",
-                                                                           "total_over_raw_q_and_hits")]
-        lines.append(f"| **total** | **{b['total']:.1f}** ({b['total_over_raw_q_and_hits']:.1f}x the "
-                     f"{b['raw_q_and_hits']} bytes of raw Q and hits) |")
+        parts = [[k, f"{v:.1f}"] for k, v in b.items() if k not in ("total", "raw_q_and_hits", "total_over_raw_q_and_hits")]
+        total = ["**total**", f"**{b['total']:.1f}** ({b['total_over_raw_q_and_hits']:.1f}x the "
+                              f"{b['raw_q_and_hits']} bytes of raw Q and hits)"]
+        lines += ["", *table(["part", "bytes per experience"], parts + [total], align="lr")]
     return lines
 
 
@@ -89,35 +91,37 @@ def store_memory(data: dict) -> list[str]:
     mem = f["memory"]
     raw = mem["raw_column_bytes"]
     peak = round(mem["peak_over_raw"] * raw)
-    return ["| quantity | bytes | ratio |", "|---|---:|---:|",
-            "| raw column bytes: every declared column, used rows, logical dtypes (experience Q 3 x f8, hit, recall, "
-            f"path 3 x i8, created; node: 9 int64 columns + text) | {raw:,} | 1 |",
-            "| store allocated (packed block, columns, node columns, (parent, key) hash table) | "
-            f"{mem['allocated_bytes']:,} | {mem['allocated_bytes'] / raw:.2f}x |",
-            "| peak during an update batch: store + batch inputs + validation temporaries (tracemalloc: "
-            f"{mem['update_peak_traced_bytes'] / 1e6:.1f} MB) | {peak:,} | **{mem['peak_over_raw']:.2f}x** "
-            f"(target <= {f['targets']['memory']:g}x) |",
-            f"| experience part only: allocated {mem['allocated_experience_bytes']:,} vs raw "
-            f"{mem['raw_experience_bytes']:,} | | {mem['experiences_allocated_over_raw']:.2f}x |",
-            "| against only what a checkpoint persists (experience columns; node parent, depth, key, text: "
-            f"{mem['raw_persisted_bytes']:,} bytes) | | {mem['peak_over_raw_persisted']:.2f}x |",
-            "| process max RSS (interpreter, numba, pandas, the Python/pandas reference tables included) | "
-            f"{mem['process_maxrss_bytes']:,} | - |"]
+    return table(["quantity", "bytes", "ratio"], [
+        ["raw column bytes: every declared column, used rows, logical dtypes (experience Q 3 x f8, hit, recall, "
+         "path 3 x i8, created; node: 9 int64 columns + text)", f"{raw:,}", 1],
+        ["store allocated (packed block, columns, node columns, (parent, key) hash table)",
+         f"{mem['allocated_bytes']:,}", f"{mem['allocated_bytes'] / raw:.2f}x"],
+        ["peak during an update batch: store + batch inputs + validation temporaries (tracemalloc: "
+         f"{mem['update_peak_traced_bytes'] / 1e6:.1f} MB)", f"{peak:,}",
+         f"**{mem['peak_over_raw']:.2f}x** (target <= {f['targets']['memory']:g}x)"],
+        [f"experience part only: allocated {mem['allocated_experience_bytes']:,} vs raw {mem['raw_experience_bytes']:,}",
+         "", f"{mem['experiences_allocated_over_raw']:.2f}x"],
+        ["against only what a checkpoint persists (experience columns; node parent, depth, key, text: "
+         f"{mem['raw_persisted_bytes']:,} bytes)", "", f"{mem['peak_over_raw_persisted']:.2f}x"],
+        ["process max RSS (interpreter, numba, pandas, the Python/pandas reference tables included)",
+         f"{mem['process_maxrss_bytes']:,}", "-"],
+    ], align="lrr")
 
 
 def store_summary(data: dict) -> list[str]:
     """docs/store.md: the headline ratios of the store benchmark, each with its target."""
     f = latest(data, "n=10000000")
     u, r, t = f["updates_per_s"], f["ratios"], f["targets"]
-    return ["| measured | figure | target |", "|---|---|---|",
-            f"| formula kernel, {_pow10(f['n_experiences'])} experiences, {f['horizons']} horizons, {_pow10(f['updates'])} "
-            f"random updates | {u['formula'] / 1e6:.1f} M updates/s | - |",
-            f"| vs a plain Numba random scatter-add over the same rows | **{_x(r['vs_scatter_add'])}** "
-            f"({r['vs_scatter_add_prefetch']:.2f}x one given the same software prefetch) | >= {t['vs_scatter_add']:g}x |",
-            f"| vs a plain-Python dict-of-rows loop | **{_x(r['vs_python'])}** | >= {t['vs_python']:g}x |",
-            f"| vs a pandas `.loc` path table | **{_x(r['vs_pandas'])}** | >= {t['vs_pandas']:g}x |",
-            f"| peak memory during an update batch / raw bytes of all declared columns | **{f['memory']['peak_over_raw']:.2f}x** "
-            f"({f['memory']['peak_over_raw_persisted']:.2f}x against only what a checkpoint stores) | <= {t['memory']:g}x |"]
+    return table(["measured", "figure", "target"], [
+        [f"formula kernel, {_pow10(f['n_experiences'])} experiences, {f['horizons']} horizons, {_pow10(f['updates'])} "
+         "random updates", f"{u['formula'] / 1e6:.1f} M updates/s", "-"],
+        ["vs a plain Numba random scatter-add over the same rows", f"**{_x(r['vs_scatter_add'])}** "
+         f"({r['vs_scatter_add_prefetch']:.2f}x one given the same software prefetch)", f">= {t['vs_scatter_add']:g}x"],
+        ["vs a plain-Python dict-of-rows loop", f"**{_x(r['vs_python'])}**", f">= {t['vs_python']:g}x"],
+        ["vs a pandas `.loc` path table", f"**{_x(r['vs_pandas'])}**", f">= {t['vs_pandas']:g}x"],
+        ["peak memory during an update batch / raw bytes of all declared columns", f"**{f['memory']['peak_over_raw']:.2f}x** "
+         f"({f['memory']['peak_over_raw_persisted']:.2f}x against only what a checkpoint stores)", f"<= {t['memory']:g}x"],
+    ])
 
 
 # --- Game of 24 core --------------------------------------------------------------------------------
@@ -145,23 +149,24 @@ def ratio_range(data: dict, key: str) -> str:
     return f"{lo:.0f}x" if round(lo) == round(hi) else f"{lo:.0f}-{hi:.0f}x"
 
 
+def _g24_row(what: str, ref: str, f: dict) -> list[str]:
+    return [what, _ms(f["compiled_s"]), f"{f['reference_s']:.2f} s ({ref})", f"**{f['ratio']:.0f}x**",
+            f">= {f['target']:.0f}x", f"{f['first_call_s']:.1f} s"]
+
+
 def game24_core(data: dict) -> list[str]:
-    lines = ["| hot path | compiled (median) | pure-Python reference | ratio | target | first call (JIT compile) |",
-             "|---|---|---|---|---|---|"]
+    rows = []
     for key, (what, ref) in _G24.items():
         f = latest(data, key)
         states = scale = ""
         if key == "hash":
             states, scale = _pow10(f["states"]), f["states"] // f["reference_subset"]
-        ref = ref.format(subset=f.get("reference_subset", 0), scale=scale)
-        lines.append(f"| {what.format(states=states)} | {_ms(f['compiled_s'])} | {f['reference_s']:.2f} s ({ref}) "
-                     f"| **{f['ratio']:.0f}x** | >= {f['target']:.0f}x | {f['first_call_s']:.1f} s |")
+        rows.append(_g24_row(what.format(states=states), ref.format(subset=f.get("reference_subset", 0), scale=scale), f))
     if runs(data, "state_keys"):
         f = latest(data, "state_keys")
-        what = _G24_DOOR[0].format(states=format(f["states"], ","))
-        lines.append(f"| {what} | {_ms(f['compiled_s'])} | "
-                     f"{f['reference_s']:.2f} s ({_G24_DOOR[1]}) | **{f['ratio']:.0f}x** | >= {f['target']:.0f}x | "
-                     f"{f['first_call_s']:.1f} s |")
+        rows.append(_g24_row(_G24_DOOR[0].format(states=format(f["states"], ",")), _G24_DOOR[1], f))
+    lines = table(["hot path", "compiled (median)", "pure-Python reference", "ratio", "target", "first call (JIT compile)"],
+                  rows)
     s, p = latest(data, "solve_all"), latest(data, "precompute")
     earlier = [" / ".join(f"{runs(data, k)[i]['figures']['ratio']:.0f}x" for k in _G24)
                for i in range(min(len(runs(data, k)) for k in _G24) - 1)]
@@ -202,43 +207,43 @@ def game24_core(data: dict) -> list[str]:
 
 def llm_overhead(data: dict) -> list[str]:
     rs = [r["figures"] for r in runs(data, "overhead")[-3:]]
-    head = "| | " + " | ".join(f"run {i + 1}" for i in range(len(rs))) + " |"
-    row = lambda name, fn: f"| {name} | " + " | ".join(fn(f) for f in rs) + " |"  # noqa: E731
-    return [head, "| --- |" + " --- |" * len(rs),
-            row("policy (`policy.complete` on every sample)", lambda f: f"{f['policy_s'] * 1e3:.1f} ms"),
-            row("token counting (prompt + completions)", lambda f: f"{f['counting_s'] * 1e3:.2f} ms"),
-            row("`MeteredBackend(simulated backend).generate`, outputs looked up", lambda f: f"{f['lookup_generate_s'] * 1e3:.2f} ms"),
-            row("interface machinery (= looked-up run - counting)",
-                lambda f: f"{f['machinery_s'] * 1e3:.2f} ms ({f['machinery_us_per_request']:.1f} µs/req)"),
-            row("**overhead: machinery / (policy + counting)**", lambda f: f"**{f['overhead'] * 100:.2f} %**"),
-            row("overhead with token counting charged to the interface", lambda f: f"{f['overhead_with_counting'] * 100:.2f} %"),
-            "", f"SIMULATED policy; {rs[-1]['requests']} requests / {rs[-1]['samples']} samples per repetition."]
+    rows = [["policy (`policy.complete` on every sample)", *(f"{f['policy_s'] * 1e3:.1f} ms" for f in rs)],
+            ["token counting (prompt + completions)", *(f"{f['counting_s'] * 1e3:.2f} ms" for f in rs)],
+            ["`MeteredBackend(simulated backend).generate`, outputs looked up",
+             *(f"{f['lookup_generate_s'] * 1e3:.2f} ms" for f in rs)],
+            ["interface machinery (= looked-up run - counting)",
+             *(f"{f['machinery_s'] * 1e3:.2f} ms ({f['machinery_us_per_request']:.1f} µs/req)" for f in rs)],
+            ["**overhead: machinery / (policy + counting)**", *(f"**{f['overhead'] * 100:.2f} %**" for f in rs)],
+            ["overhead with token counting charged to the interface",
+             *(f"{f['overhead_with_counting'] * 100:.2f} %" for f in rs)]]
+    return table(["", *(f"run {i + 1}" for i in range(len(rs)))], rows) + [
+        "", f"SIMULATED policy; {rs[-1]['requests']} requests / {rs[-1]['samples']} samples per repetition."]
 
 
 def llm_local(data: dict) -> list[str]:
-    lines = ["| threads | parallel slots | tokens | wall | tokens/s | load avg |", "| --- | --- | --- | --- | --- | --- |"]
+    rows = []
     for key in sorted(k for k in data["runs"] if k.startswith("local,")):
         run = runs(data, key)[-1]
         f, load = run["figures"], _load(run["machine"])
-        for slots in sorted(f["slots"], key=int):
-            s = f["slots"][slots]
-            lines.append(f"| {f['threads']} | {slots} | {s['tokens']} | {s['wall_s']:.1f} s | **{s['tokens_per_s']:.1f}** | {load} |")
-        lines.append(f"| | **4 / 1** | | | **{f['ratio_4_vs_1']:.2f}x** | |")
-    return lines
+        rows += [[f["threads"], slots, s["tokens"], f"{s['wall_s']:.1f} s", f"**{s['tokens_per_s']:.1f}**", load]
+                 for slots, s in sorted(f["slots"].items(), key=lambda kv: int(kv[0]))]
+        rows.append(["", "**4 / 1**", "", "", f"**{f['ratio_4_vs_1']:.2f}x**", ""])
+    return table(["threads", "parallel slots", "tokens", "wall", "tokens/s", "load avg"], rows)
 
 
 def llm_client(data: dict) -> list[str]:
     f = runs(data, "client")[-1]["figures"]
     names = (("urllib_threads", "urllib, thread per request (before)"), ("engine_http", "`engine.http` (pooled async)"),
              ("openai_backend", "`OpenAIBackend.generate`"))
-    lines = ["| in flight K | ideal K / delay | " + " | ".join(n for _, n in names) + " | CPU ms / request, client (server) |",
-             "| ---: | ---: |" + " ---: |" * len(names) + " --- |"]
+    rows = []
     for k in sorted(f["levels"], key=int):
         row = f["levels"][k]
-        cells = [f"{row[key]['rps']:.0f} ({row[key]['of_ideal']:.0%})" for key, _ in names]
         cpu = ", ".join(f"{row[key]['client_cpu_ms_per_request']:.2f} ({row[key]['server_cpu_ms_per_request']:.2f})"
                         for key, _ in names)
-        lines.append(f"| {k} | {row['ideal_rps']:.0f} | " + " | ".join(cells) + f" | {cpu} |")
+        rows.append([k, f"{row['ideal_rps']:.0f}", *(f"{row[key]['rps']:.0f} ({row[key]['of_ideal']:.0%})" for key, _ in names),
+                     cpu])
+    lines = table(["in flight K", "ideal K / delay", *(n for _, n in names), "CPU ms / request, client (server)"], rows,
+                  align="rr" + "r" * len(names) + "l")
     lines += ["", f"Requests/s (share of the ideal), best of {f['repeat']} passes of 10 K requests each against a loopback "
               f"server answering after {f['delay_s'] * 1e3:.0f} ms; CPU in the order of the columns."]
     return lines
@@ -260,11 +265,10 @@ def _num(v, fmt: str) -> str:
 def index_table(key: str):
     def render(data: dict) -> list[str]:
         f = latest(data, key)
-        lines = ["| method | build vec/s | p50 ms | p99 ms | batch q/s | recall@8 | p50 x numpy | batch x numpy |",
-                 "|---|---|---|---|---|---|---|---|"]
-        for r in f["rows"]:
-            lines.append(f"| {r['method']} | {_num(r['build_vec_per_s'], ',.0f')} | {r['p50_ms']:.3f} | {r['p99_ms']:.3f} "
-                         f"| {r['batch_q_per_s']:,.0f} | {r['recall']:.4f} | {r['p50_x_numpy']:.1f} | {r['batch_x_numpy']:.1f} |")
+        lines = table(["method", "build vec/s", "p50 ms", "p99 ms", "batch q/s", "recall@8", "p50 x numpy", "batch x numpy"],
+                      [[r["method"], _num(r["build_vec_per_s"], ",.0f"), f"{r['p50_ms']:.3f}", f"{r['p99_ms']:.3f}",
+                        f"{r['batch_q_per_s']:,.0f}", f"{r['recall']:.4f}", f"{r['p50_x_numpy']:.1f}",
+                        f"{r['batch_x_numpy']:.1f}"] for r in f["rows"]])
         lines += ["", "ef sweep (NodeIndex, p50 / recall@8): "
                   + "; ".join(f"ef={e} {p:.3f} ms / {r:.4f}" for e, p, r in f["ef_sweep"]) + "."]
         return lines
@@ -295,19 +299,18 @@ def _p50_p99(d: dict) -> str:
 
 def finance_retrieval(data: dict) -> list[str]:
     """benchmarks/results/finance_retrieval.md: brute force vs node index at 10^3, 10^5, 10^6 directions."""
-    lines = ["| directions under the prefix | brute force p50 / p99 ms | node index p50 / p99 ms | recall@8 "
-             "| p50 speed-up | brute-force rule on a held matrix, p50 ms | index build (2 threads) "
-             "| load (1 min) before / after timing |",
-             "|---|---|---|---|---|---|---|---|"]
-    sweeps = []
+    rows, sweeps = [], []
     for key in RETRIEVAL_KEYS:
         f = latest(data, key)
         bf, ix = f["brute_force"], f["node_index"]
-        lines.append(f"| {_pow10(f['n'])} | {_p50_p99(bf)} | {_p50_p99(ix)} | {ix['recall@8']:.4f} | {_x(bf['p50_ms'] / ix['p50_ms'])} "
-                     f"| {f['product_only']['p50_ms']:.3f} | {f['index_build_s']:.1f} s | "
-                     f"{f['load_before_timing'][0]:.1f} / {f['load_after'][0]:.1f} |")
+        rows.append([_pow10(f["n"]), _p50_p99(bf), _p50_p99(ix), f"{ix['recall@8']:.4f}", _x(bf["p50_ms"] / ix["p50_ms"]),
+                     f"{f['product_only']['p50_ms']:.3f}", f"{f['index_build_s']:.1f} s",
+                     f"{f['load_before_timing'][0]:.1f} / {f['load_after'][0]:.1f}"])
         sweeps.append(f"{_pow10(f['n'])}: " + ", ".join(f"ef={r['ef']} {r['p50_ms']:.3f} ms / {r['recall@8']:.4f}"
                                                         for r in f["ef_sweep"]))
+    lines = table(["directions under the prefix", "brute force p50 / p99 ms", "node index p50 / p99 ms", "recall@8",
+                   "p50 speed-up", "brute-force rule on a held matrix, p50 ms", "index build (2 threads)",
+                   "load (1 min) before / after timing"], rows)
     f = latest(data, RETRIEVAL_KEYS[-1])
     lines += ["", f"Node index: M={f['M']}, ef_construction={f['ef_construction']}, ef_search={f['ef_search']} "
               f"(`toe.index_ef`), {f['fetch']} candidates re-ranked exactly; brute force timed over "
@@ -319,11 +322,9 @@ def finance_retrieval(data: dict) -> list[str]:
 def finance_retrieval_crossover(data: dict) -> list[str]:
     """benchmarks/results/finance_retrieval.md: p50 per prefix size; where the node index starts to win."""
     f = latest(data, "crossover")
-    lines = ["| directions under the prefix | brute force p50 ms | node index p50 ms | recall@8 | load (1 min) |",
-             "|---|---|---|---|---|"]
-    for r in f["rows"]:
-        lines.append(f"| {r['n']:,} | {r['brute_force_p50_ms']:.3f} | {r['node_index_p50_ms']:.3f} | {r['recall@8']:.4f} "
-                     f"| {r['load'][0]:.1f} |")
+    lines = table(["directions under the prefix", "brute force p50 ms", "node index p50 ms", "recall@8", "load (1 min)"],
+                  [[f"{r['n']:,}", f"{r['brute_force_p50_ms']:.3f}", f"{r['node_index_p50_ms']:.3f}", f"{r['recall@8']:.4f}",
+                    f"{r['load'][0]:.1f}"] for r in f["rows"]])
     won = [r["node_index_p50_ms"] < r["brute_force_p50_ms"] for r in f["rows"]]
     first = next((r["n"] for i, r in enumerate(f["rows"]) if all(won[i:])), None)
     lines += ["", f"The node index is faster from {first:,} directions on (every larger size measured)."
@@ -334,38 +335,34 @@ def finance_retrieval_crossover(data: dict) -> list[str]:
 def finance_retrieval_filter(data: dict) -> list[str]:
     """benchmarks/results/finance_retrieval.md: one index per prefix vs one shared index with a filter."""
     f = latest(data, "filter-vs-prefix,n=100000")
-    lines = [f"| search ({f['prefix_rows']:,}-direction prefix of {f['n']:,}) | p50 ms | p99 ms | recall@8 |",
-             "|---|---|---|---|"]
-    for w in f["ways"]:
-        lines.append(f"| {w['way']} | {w['p50_ms']:.3f} | {w['p99_ms']:.2f} | {w['recall@8']:.4f} |")
-    return lines
+    return table([f"search ({f['prefix_rows']:,}-direction prefix of {f['n']:,})", "p50 ms", "p99 ms", "recall@8"],
+                 [[w["way"], f"{w['p50_ms']:.3f}", f"{w['p99_ms']:.2f}", f"{w['recall@8']:.4f}"] for w in f["ways"]])
 
 
 def finance_retrieval_summary(data: dict) -> list[str]:
     """docs/retrieval.md: finance per-news-item retrieval, exact product vs node index."""
-    lines = ["| directions under one prefix | exact product p50 | node index p50 | recall@8 |", "|---|---|---|---|"]
+    rows = []
     for key in RETRIEVAL_KEYS:
         f = latest(data, key)
         bf = f["brute_force"]["p50_ms"]
-        lines.append(f"| {_pow10(f['n'])} | {f'{bf / 1e3:.1f} s' if bf >= 1e3 else f'{bf:.2f} ms'} | "
-                     f"{f['node_index']['p50_ms']:.2f} ms "
-                     f"| {f['node_index']['recall@8']:.3f} |")
-    return lines
+        rows.append([_pow10(f["n"]), f"{bf / 1e3:.1f} s" if bf >= 1e3 else f"{bf:.2f} ms",
+                     f"{f['node_index']['p50_ms']:.2f} ms", f"{f['node_index']['recall@8']:.3f}"])
+    return table(["directions under one prefix", "exact product p50", "node index p50", "recall@8"], rows)
 
 
 def index_summary(data: dict) -> list[str]:
     """docs/retrieval.md: NodeIndex at every size against brute force and faiss HNSW."""
-    lines = ["| nodes, dim | NodeIndex p50 | recall@8 | vs NumPy brute force (per query / batched) | faiss HNSW p50, recall@8 |",
-             "|---|---|---|---|---|"]
+    rows = []
     for key in INDEX_KEYS:  # the documented workloads (a smoke run with TOE_BENCH_SIZES adds other keys)
         f = latest(data, key)
         ni = _node_index(f)
         fh = next((r for r in f["rows"] if r["method"].startswith("faiss IndexHNSW")), None)
         p99 = f" (p99 {ni['p99_ms']:.2f})" if f["n"] >= 100_000 else ""
-        lines.append(f"| {_pow10(f['n'])}, {f['dim']} | {ni['p50_ms']:.2f} ms{p99} | {ni['recall']:.3f} | "
-                     f"{_xs(ni['p50_x_numpy'])}x / {_xs(ni['batch_x_numpy'])}x | "
-                     + (f"{fh['p50_ms']:.2f} ms, {fh['recall']:.3f}" if fh else "not built") + " |")
-    return lines
+        rows.append([f"{_pow10(f['n'])}, {f['dim']}", f"{ni['p50_ms']:.2f} ms{p99}", f"{ni['recall']:.3f}",
+                     f"{_xs(ni['p50_x_numpy'])}x / {_xs(ni['batch_x_numpy'])}x",
+                     f"{fh['p50_ms']:.2f} ms, {fh['recall']:.3f}" if fh else "not built"])
+    return table(["nodes, dim", "NodeIndex p50", "recall@8", "vs NumPy brute force (per query / batched)",
+                  "faiss HNSW p50, recall@8"], rows)
 
 
 # --- executors (Ray) --------------------------------------------------------------------------------
@@ -378,14 +375,12 @@ def cluster_loaded(data: dict) -> list[str]:
 def _executor_rows(f: dict) -> list[str]:
     ex = f["executors"]
     ref = ex["local-1"]["episodes_per_s"]
-    lines = ["| executor | episodes/s | x local | round s | round overhead s | barrier apply s (driver) | store apply s (owner) "
-             "| per worker: episodes, episodes/s while busy, CPU share (cpu_s/busy_s), LLM calls |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
-    for name, e in ex.items():
-        per = "; ".join(f"{w[0]}: {w[1]}, {w[2]:.1f}, {w[3]:.2f}, {w[4]}" for w in e["workers"])
-        lines.append(f"| {name} | {e['episodes_per_s']:.2f} | {e['episodes_per_s'] / ref:.2f} | {e['round_s']:.3f} | "
-                     f"{e['round_overhead_s']:.4f} | {e['barrier_apply_s']:.4f} | {e['store_apply_s']:.4f} | {per} |")
-    return lines
+    return table(["executor", "episodes/s", "x local", "round s", "round overhead s", "barrier apply s (driver)",
+                  "store apply s (owner)", "per worker: episodes, episodes/s while busy, CPU share (cpu_s/busy_s), LLM calls"],
+                 [[name, f"{e['episodes_per_s']:.2f}", f"{e['episodes_per_s'] / ref:.2f}", f"{e['round_s']:.3f}",
+                   f"{e['round_overhead_s']:.4f}", f"{e['barrier_apply_s']:.4f}", f"{e['store_apply_s']:.4f}",
+                   "; ".join(f"{w[0]}: {w[1]}, {w[2]:.1f}, {w[3]:.2f}, {w[4]}" for w in e["workers"])]
+                  for name, e in ex.items()])
 
 
 def _busy(e: dict) -> str:
@@ -393,40 +388,40 @@ def _busy(e: dict) -> str:
 
 
 def cluster_idle(data: dict) -> list[str]:
-    lines = ["| workload | local-1 eps/s | ray-1 (x local) | ray-2 (x local) | per-worker busy eps/s: local / ray-1 / ray-2 workers |",
-             "| --- | --- | --- | --- | --- |"]
+    rows = []
     for run in runs(data, "2026-11-29,idle,warm"):
         f = run["figures"]
         ex = f["executors"]
         ref = ex["local-1"]["episodes_per_s"]
         r1, r2 = ex["ray-1"]["episodes_per_s"], ex["ray-2"]["episodes_per_s"]
-        lines.append(f"| {f['episodes']} episodes, rounds of {f['round']} | {ref:.1f} | {r1:.1f} ({r1 / ref:.2f}x) | "
-                     f"{r2:.1f} ({r2 / ref:.2f}x) | {_busy(ex['local-1'])} / {_busy(ex['ray-1'])} / {_busy(ex['ray-2'])} |")
-    return lines
+        rows.append([f"{f['episodes']} episodes, rounds of {f['round']}", f"{ref:.1f}", f"{r1:.1f} ({r1 / ref:.2f}x)",
+                     f"{r2:.1f} ({r2 / ref:.2f}x)", f"{_busy(ex['local-1'])} / {_busy(ex['ray-1'])} / {_busy(ex['ray-2'])}"])
+    return table(["workload", "local-1 eps/s", "ray-1 (x local)", "ray-2 (x local)",
+                  "per-worker busy eps/s: local / ray-1 / ray-2 workers"], rows)
 
 
 def cluster_cold(data: dict) -> list[str]:
     f = latest(data, "2026-11-29,idle,cold-300x60")
     ex = f["executors"]
     ref = ex["local-1"]["episodes_per_s"]
-    lines = ["| executor | episodes/s | x local | per-worker busy episodes/s |", "| --- | --- | --- | --- |"]
+    rows = []
     for name, e in ex.items():
         x = f"{e['episodes_per_s'] / ref:.2f}"
-        lines.append(f"| {name} | {e['episodes_per_s']:.1f} | {'**' + x + '**' if name == 'ray-2' else x} | {_busy(e)} |")
-    return lines
+        rows.append([name, f"{e['episodes_per_s']:.1f}", f"**{x}**" if name == "ray-2" else x, _busy(e)])
+    return table(["executor", "episodes/s", "x local", "per-worker busy episodes/s"], rows)
 
 
 def cluster_shares(data: dict) -> list[str]:
-    lines = ["| run | shares per worker | local-1 eps/s | ray-1 (x local) | ray-2 (x local) | ray-2 / local per pass |",
-             "| --- | --- | --- | --- | --- | --- |"]
+    rows = []
     for i, run in enumerate(runs(data, "2026-11-30,shares,cold-300x60"), 1):
         f = run["figures"]
         ex = f["executors"]
         ref = ex["local-1"]["episodes_per_s"]
         r1, r2 = ex["ray-1"]["episodes_per_s"], ex["ray-2"]["episodes_per_s"]
-        lines.append(f"| {i} | {f['chunks_per_worker']} | {ref:.1f} | {r1:.1f} ({r1 / ref:.2f}x) | {r2:.1f} (**{r2 / ref:.2f}x**) | "
-                     + ", ".join(f"{p:.2f}" for p in f["ray2_over_local_per_pass"]) + " |")
-    return lines
+        rows.append([i, f["chunks_per_worker"], f"{ref:.1f}", f"{r1:.1f} ({r1 / ref:.2f}x)", f"{r2:.1f} (**{r2 / ref:.2f}x**)",
+                     ", ".join(f"{p:.2f}" for p in f["ray2_over_local_per_pass"])])
+    return table(["run", "shares per worker", "local-1 eps/s", "ray-1 (x local)", "ray-2 (x local)", "ray-2 / local per pass"],
+                 rows)
 
 
 def _ray2(data: dict, key: str) -> list[dict]:
@@ -446,7 +441,7 @@ def _on_replicas(f: dict) -> bool:
 def cluster_speedup(data: dict) -> list[str]:
     """The current figure: ray-2 / local over every recorded run of the cold and warm 300 x 60 workloads
     and of the benchmark's default command."""
-    lines = ["| mode | runs: ray-2 / local (per-pass ratios) | median |", "| --- | --- | --- |"]
+    rows = []
     for key, what, replicas in (
             ("cold-300x60", "cold replay, {n} x {e} new episodes per run", False),
             ("warm-300x60", "warm rerun of {e} episodes, best of {n} passes", False),
@@ -457,23 +452,20 @@ def cluster_speedup(data: dict) -> list[str]:
         cells = "; ".join(f"{f['ray2_over_local']:.2f} (" + ", ".join(f"{p:.2f}" for p in f["ray2_over_local_per_pass"]) + ")"
                           for f in fs)
         med = statistics.median(f["ray2_over_local"] for f in fs)
-        lines.append(f"| {what.format(n=fs[-1]['repeats'], e=fs[-1]['episodes'])} | {cells} | **{med:.2f}x** |")
-    return lines
+        rows.append([what.format(n=fs[-1]["repeats"], e=fs[-1]["episodes"]), cells, f"**{med:.2f}x**"])
+    return table(["mode", "runs: ray-2 / local (per-pass ratios)", "median"], rows)
 
 
 def cluster_recheck(data: dict) -> list[str]:
     """The latest re-measurement of the cold 300 x 60 workload (on whatever load the machine had), per run."""
     key = RECHECK_KEY
     fs = runs(data, key)
-    lines = ["| run (UTC) | load average before (1, 5, 15 min) | ray-2 / local (per-pass ratios) |", "| --- | --- | --- |"]
-    for r in fs:
-        f = r["figures"]
-        load = ", ".join(f"{x:.1f}" for x in r["machine"]["load_average_1_5_15"])
-        lines.append(f"| {r['date'][11:16]} | {load} | {f['ray2_over_local']:.2f} ("
-                     + ", ".join(f"{p:.2f}" for p in f["ray2_over_local_per_pass"]) + ") |")
+    rows = [[r["date"][11:16], ", ".join(f"{x:.1f}" for x in r["machine"]["load_average_1_5_15"]),
+             f"{r['figures']['ray2_over_local']:.2f} (" + ", ".join(f"{p:.2f}" for p in r["figures"]["ray2_over_local_per_pass"])
+             + ")"] for r in fs]
     med = statistics.median(r["figures"]["ray2_over_local"] for r in fs)
-    lines.append(f"| **median of {len(fs)}** | | **{med:.2f}x** |")
-    return lines
+    return table(["run (UTC)", "load average before (1, 5, 15 min)", "ray-2 / local (per-pass ratios)"],
+                 rows + [[f"**median of {len(fs)}**", "", f"**{med:.2f}x**"]])
 
 
 RECHECK_KEY = "2026-12-01,loaded,cold-300x60"
@@ -491,10 +483,7 @@ def cluster_ceiling(data: dict) -> list[str]:
     local-1 wall / bare-1 wall`` (best passes)."""
     rows = [r for r in runs(data, "warm-100x20") if _with_bare(r)]
     cols = {"ray-2 / local-1": [], "ray-2": [], "bare-2,barrier": [], "bare-2": [], "local-1 wall / bare-1 wall": []}
-    lines = ["| run (UTC) | ray-2 path | load average before | ray-2 / local-1 (the benchmark's figure) | over one bare process: "
-             "ray-2 | two bare processes, a barrier per round | two bare processes, no barrier (the ceiling) | "
-             "local-1 wall / bare-1 wall | episodes/s while busy: ray-2's workers / bare-2's processes |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    body = []
     for r in rows:
         f, b = r["figures"], r["figures"]["bare"]
         vals = [f["ray2_over_local"], f["ray2_over_local"] / b["local_over_bare1"], b["over_bare1"]["bare-2,barrier"],
@@ -503,15 +492,17 @@ def cluster_ceiling(data: dict) -> list[str]:
             col.append(v)
         busy = (", ".join(f"{x:.1f}" for x in f["executors"]["ray-2"]["busy"]) + " / "
                 + ", ".join(f"{x:.1f}" for x in b["bare2_busy"])) if "bare2_busy" in b else "(not recorded)"
-        lines.append(f"| {r['date'][:10]} {r['date'][11:16]} | {'replicas' if _on_replicas(f) else 'store owners'} | "
-                     f"{r['machine']['load_average_1_5_15'][0]:.1f} | "
-                     + " | ".join(f"{v:.2f}" for v in vals) + f" | {busy} |")
+        body.append([f"{r['date'][:10]} {r['date'][11:16]}", "replicas" if _on_replicas(f) else "store owners",
+                     f"{r['machine']['load_average_1_5_15'][0]:.1f}", *(f"{v:.2f}" for v in vals), busy])
     for replicas, what in ((False, "store owners"), (True, "replicas")):
         idx = [i for i, r in enumerate(rows) if _on_replicas(r["figures"]) is replicas]
         if idx:
-            lines.append(f"| **median of {len(idx)}** | {what} | | " + " | ".join(
-                f"**{statistics.median(c[i] for i in idx):.2f}**" for c in cols.values()) + " | |")
-    return lines
+            body.append([f"**median of {len(idx)}**", what, "",
+                         *(f"**{statistics.median(c[i] for i in idx):.2f}**" for c in cols.values()), ""])
+    return table(["run (UTC)", "ray-2 path", "load average before", "ray-2 / local-1 (the benchmark's figure)",
+                  "over one bare process: ray-2", "two bare processes, a barrier per round",
+                  "two bare processes, no barrier (the ceiling)", "local-1 wall / bare-1 wall",
+                  "episodes/s while busy: ray-2's workers / bare-2's processes"], body)
 
 
 cluster_ceiling.uses = _with_bare  # the runs the footer names
@@ -523,9 +514,9 @@ def finance_methods(data: dict) -> list[str]:
     f = latest(data, "methods,days=60")
     m = f["methods"]
     base = m["Pipe"]["mean_s"]
-    lines = [f"| Method | mean wall ({f['days']} days) | median | ratio to Pipe (mean) |", "|---|---|---|---|"]
-    for name, v in m.items():
-        lines.append(f"| {name} | {v['mean_s'] * 1e3:,.0f} ms | {v['median_s'] * 1e3:,.0f} ms | {v['mean_s'] / base:.2f}x |")
+    lines = table(["Method", f"mean wall ({f['days']} days)", "median", "ratio to Pipe (mean)"],
+                  [[name, f"{v['mean_s'] * 1e3:,.0f} ms", f"{v['median_s'] * 1e3:,.0f} ms", f"{v['mean_s'] / base:.2f}x"]
+                   for name, v in m.items()])
     new = next((v for k, v in m.items() if k.startswith("Pipe+ToE (round loop")), None)
     old = m.get("Pipe+ToE (day-by-day reference)")  # runs before issue 34 timed the copied reference too
     if new is None or old is None:
@@ -539,43 +530,39 @@ def finance_methods(data: dict) -> list[str]:
 
 def finance_interleaved(data: dict) -> list[str]:
     f = latest(data, "interleaved,days=60")
-    return ["| Pipe+ToE, round loop / day-by-day reference, 5 interleaved pairs | min | median of pairs |",
-            "| --- | --- | --- |",
-            f"| CPU time | {f['cpu_ratio_min']:.2f}x | {f['cpu_ratio_median']:.2f}x |",
-            f"| wall time | {f['wall_ratio_min']:.2f}x | {f['wall_ratio_median']:.2f}x |",
-            "", f"Fastest trading day: {f['new_ms_per_day']:.2f} vs {f['old_ms_per_day']:.2f} ms (SIMULATED policy)."]
+    return table(["Pipe+ToE, round loop / day-by-day reference, 5 interleaved pairs", "min", "median of pairs"],
+                 [["CPU time", f"{f['cpu_ratio_min']:.2f}x", f"{f['cpu_ratio_median']:.2f}x"],
+                  ["wall time", f"{f['wall_ratio_min']:.2f}x", f"{f['wall_ratio_median']:.2f}x"]]) + [
+        "", f"Fastest trading day: {f['new_ms_per_day']:.2f} vs {f['old_ms_per_day']:.2f} ms (SIMULATED policy)."]
 
 
 def finance_mem0_store(data: dict) -> list[str]:
     """Pipe+Mem0's store variants (benchmarks/test_mem0_store.py), one block per recorded day count."""
-    lines = ["| Pipe+Mem0 store, days | memories | CPU min | CPU / arrays | wall min | wall / arrays |",
-             "| --- | ---: | ---: | ---: | ---: | ---: |"]
+    rows = []
     for key in KEYS["bench-finance-mem0-store-table"]:
         f = latest(data, key)
-        for name, v in f["variants"].items():
-            lines.append(f"| {name}, {f['days']} | {v['memories']:,} | {v['cpu_min_s']:.1f} s | {v['cpu_min_over_arrays']:.2f}x | "
-                         f"{v['wall_min_s']:.1f} s | {v['wall_min_over_arrays']:.2f}x |")
-    return lines + ["", "One seed, SIMULATED policy; min over the alternated repeats."]
+        rows += [[f"{name}, {f['days']}", f"{v['memories']:,}", f"{v['cpu_min_s']:.1f} s", f"{v['cpu_min_over_arrays']:.2f}x",
+                  f"{v['wall_min_s']:.1f} s", f"{v['wall_min_over_arrays']:.2f}x"] for name, v in f["variants"].items()]
+    return table(["Pipe+Mem0 store, days", "memories", "CPU min", "CPU / arrays", "wall min", "wall / arrays"], rows,
+                 align="lrrrrr") + ["", "One seed, SIMULATED policy; min over the alternated repeats."]
 
 
 def finance_instructions(data: dict) -> list[str]:
     f = latest(data, "instructions,days=60")
-    return ["| Pipe+ToE, one pass of 60 days | machine instructions | ratio |", "| --- | ---: | ---: |",
-            f"| day-by-day reference | {f['old_instructions'] / 1e9:.3f} G | 1.000x |",
-            f"| round loop (ExperienceStore + FeedbackLedger) | {f['new_instructions'] / 1e9:.3f} G | "
-            f"**{f['ratio']:.3f}x** |", "", "Counted by valgrind's callgrind, PYTHONHASHSEED=0 (SIMULATED policy)."]
+    return table(["Pipe+ToE, one pass of 60 days", "machine instructions", "ratio"],
+                 [["day-by-day reference", f"{f['old_instructions'] / 1e9:.3f} G", "1.000x"],
+                  ["round loop (ExperienceStore + FeedbackLedger)", f"{f['new_instructions'] / 1e9:.3f} G",
+                   f"**{f['ratio']:.3f}x**"]], align="lrr") + [
+        "", "Counted by valgrind's callgrind, PYTHONHASHSEED=0 (SIMULATED policy)."]
 
 
 # --- sandbox ----------------------------------------------------------------------------------------
 
 def sandbox(data: dict) -> list[str]:
-    lines = ["| sandbox | median wall time per call | ratio to a bare interpreter start |", "|---|---:|---:|"]
-    for key in data["runs"]:
-        run = runs(data, key)[-1]
-        f = run["figures"]
-        what = f.get("variant", key)
-        lines.append(f"| {what} | {f['sandboxed_s'] * 1e3:.0f} ms | {f['ratio']:.2f}x |")
-    return lines
+    fs = {key: runs(data, key)[-1]["figures"] for key in data["runs"]}
+    return table(["sandbox", "median wall time per call", "ratio to a bare interpreter start"],
+                 [[f.get("variant", key), f"{f['sandboxed_s'] * 1e3:.0f} ms", f"{f['ratio']:.2f}x"] for key, f in fs.items()],
+                 align="lrr")
 
 
 # --- README: one line per hot path ------------------------------------------------------------------
@@ -593,33 +580,34 @@ def speed(topics: dict[str, dict]) -> list[str]:
     cr, wr = [x["ray2_over_local"] for x in cold], [x["ray2_over_local"] for x in warm]
     dr = [x["ray2_over_local"] for x in _ray2(cl, "warm-100x20") if _default_command(x) and _on_replicas(x)]
     do = [x["ray2_over_local"] for x in _ray2(cl, "warm-100x20") if _default_command(x) and not _on_replicas(x)]
-    return [
-        "| Hot path | Measured | Target |", "| --- | --- | --- |",
-        f"| Formula reliability update (eq. A6), {_pow10(f['n_experiences'])} experiences x {f['horizons']} horizons, "
-        f"{_pow10(f['updates'])} updates | {f['updates_per_s']['formula'] / 1e6:.1f} M updates/s: {_x(r['vs_scatter_add'])} "
-        f"a Numba random scatter-add ({r['vs_scatter_add_prefetch']:.2f}x one given the same prefetch), {_x(r['vs_python'])} "
-        f"a Python dict loop, {_x(r['vs_pandas'])} a pandas table; peak memory {f['memory']['peak_over_raw']:.2f}x raw column "
-        f"bytes | >= {t['vs_scatter_add']:g}x, >= {t['vs_python']:g}x, >= {t['vs_pandas']:g}x, <= {t['memory']:g}x |",
-        f"| Canonical Game-of-24 state hashing, {_pow10(latest(g, 'hash')['states'])} states | {ratio_range(g, 'hash')} "
-        f"`hash(tuple(sorted(Fraction...)))` | >= {latest(g, 'hash')['target']:.0f}x |",
-        f"| Solve all 1,820 puzzles / precompute 1,362 puzzles' state trees | {ratio_range(g, 'solve_all')} / "
-        f"{ratio_range(g, 'precompute')} a memoised pure-Python solver | >= {latest(g, 'solve_all')['target']:.0f}x |",
-        f"| Node index (hnswlib) at {_pow10(i5['n'])} nodes, dim {i5['dim']} | p50 {n5['p50_ms']:.2f} ms at recall@8 "
-        f"{n5['recall']:.3f}; {n5['p50_x_numpy']:.0f}x NumPy brute force per query ({n5['batch_x_numpy']:.0f}x batched); "
-        f"{_pow10(i6['n'])} nodes (dim {i6['dim']}): p50 {n6['p50_ms']:.2f} ms, recall@8 {n6['recall']:.3f} "
-        "| p50 < 1 ms at recall@8 >= 0.95, >= 10x NumPy |",
-        f"| LLM interface overhead per request (simulated policy) | {min(ov):.1f}-{max(ov):.1f}% of the policy's own time "
-        f"over {len(ov)} runs | < 5% |",
-        f"| Embedded SmolLM2-135M (llama.cpp, 1 thread) | {loc['1']['tokens_per_s']:.0f} tokens/s at 1 slot, "
-        f"{loc['4']['tokens_per_s']:.0f} at 4 slots | - |",
-        f"| Ray executor, 2 workers vs local (simulated Game-of-24 ToT+ToE, rounds of {cold[-1]['round']}, idle 2-core machine) "
-        f"| {statistics.median(cr):.2f}x median over {len(cr)} cold-replay runs of {cold[-1]['repeats'] * cold[-1]['episodes']} "
-        f"new episodes ({min(cr):.2f}-{max(cr):.2f}x), {statistics.median(wr):.2f}x median over {len(wr)} warm reruns "
-        f"({min(wr):.2f}-{max(wr):.2f}x), both with store owners; the benchmark's default command (rounds of 20, replica "
-        f"mode): {statistics.median(dr):.2f}x median over {len(dr)} runs ({min(dr):.2f}-{max(dr):.2f}x)"
-        f"{', **short of the target**' if statistics.median(dr) < 1.5 else ''} (with store owners: "
-        f"{statistics.median(do):.2f}x over {len(do)} runs); results identical to local | >= 1.5x |",
-    ]
+    return table(["Hot path", "Measured", "Target"], [
+        [f"Formula reliability update (eq. A6), {_pow10(f['n_experiences'])} experiences x {f['horizons']} horizons, "
+         f"{_pow10(f['updates'])} updates",
+         f"{f['updates_per_s']['formula'] / 1e6:.1f} M updates/s: {_x(r['vs_scatter_add'])} a Numba random scatter-add "
+         f"({r['vs_scatter_add_prefetch']:.2f}x one given the same prefetch), {_x(r['vs_python'])} a Python dict loop, "
+         f"{_x(r['vs_pandas'])} a pandas table; peak memory {f['memory']['peak_over_raw']:.2f}x raw column bytes",
+         f">= {t['vs_scatter_add']:g}x, >= {t['vs_python']:g}x, >= {t['vs_pandas']:g}x, <= {t['memory']:g}x"],
+        [f"Canonical Game-of-24 state hashing, {_pow10(latest(g, 'hash')['states'])} states",
+         f"{ratio_range(g, 'hash')} `hash(tuple(sorted(Fraction...)))`", f">= {latest(g, 'hash')['target']:.0f}x"],
+        ["Solve all 1,820 puzzles / precompute 1,362 puzzles' state trees",
+         f"{ratio_range(g, 'solve_all')} / {ratio_range(g, 'precompute')} a memoised pure-Python solver",
+         f">= {latest(g, 'solve_all')['target']:.0f}x"],
+        [f"Node index (hnswlib) at {_pow10(i5['n'])} nodes, dim {i5['dim']}",
+         f"p50 {n5['p50_ms']:.2f} ms at recall@8 {n5['recall']:.3f}; {n5['p50_x_numpy']:.0f}x NumPy brute force per query "
+         f"({n5['batch_x_numpy']:.0f}x batched); {_pow10(i6['n'])} nodes (dim {i6['dim']}): p50 {n6['p50_ms']:.2f} ms, "
+         f"recall@8 {n6['recall']:.3f}", "p50 < 1 ms at recall@8 >= 0.95, >= 10x NumPy"],
+        ["LLM interface overhead per request (simulated policy)",
+         f"{min(ov):.1f}-{max(ov):.1f}% of the policy's own time over {len(ov)} runs", "< 5%"],
+        ["Embedded SmolLM2-135M (llama.cpp, 1 thread)",
+         f"{loc['1']['tokens_per_s']:.0f} tokens/s at 1 slot, {loc['4']['tokens_per_s']:.0f} at 4 slots", "-"],
+        [f"Ray executor, 2 workers vs local (simulated Game-of-24 ToT+ToE, rounds of {cold[-1]['round']}, idle 2-core machine)",
+         f"{statistics.median(cr):.2f}x median over {len(cr)} cold-replay runs of {cold[-1]['repeats'] * cold[-1]['episodes']} "
+         f"new episodes ({min(cr):.2f}-{max(cr):.2f}x), {statistics.median(wr):.2f}x median over {len(wr)} warm reruns "
+         f"({min(wr):.2f}-{max(wr):.2f}x), both with store owners; the benchmark's default command (rounds of 20, replica "
+         f"mode): {statistics.median(dr):.2f}x median over {len(dr)} runs ({min(dr):.2f}-{max(dr):.2f}x)"
+         f"{', **short of the target**' if statistics.median(dr) < 1.5 else ''} (with store owners: "
+         f"{statistics.median(do):.2f}x over {len(do)} runs); results identical to local", ">= 1.5x"],
+    ])
 
 
 # marker name -> (document, topic, renderer); topic "*" passes every topic

@@ -38,6 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _workloads as W  # noqa: E402
 from engine.executor import LocalExecutor  # noqa: E402
+from engine.markdown import table  # noqa: E402
 
 OUT = W.ROOT / "docs" / "results" / "staleness"
 # (round_size, pipeline_rounds): round sizes 1 .. the whole stream, and the pipelined settings of the scaling study
@@ -120,26 +121,23 @@ def markdown(rows) -> str:
     g = [r for r in rows if r["task"] == "game24"]
     f = [r for r in rows if r["task"] == "finance"]
     p = [r for r in rows if r["task"] == "prophet-arena"]
-    lines = ["SIMULATED policies (test harnesses, not models); local executor, seed 0.", "",
-             "| Game of 24 | round size | pipeline_rounds | episodes in flight | accuracy (test, acc_any) | "
-             "LLM calls / test puzzle |",
-             "| --- | ---: | ---: | ---: | ---: | ---: |"]
-    lines += [f"| {r['method']} | {r['round_size']} | {r['pipeline_rounds']} | {r['in_flight']} | "
-              f"{r['accuracy']:.3f} | {r['calls']:.1f} |" for r in g]
+    lines = ["SIMULATED policies (test harnesses, not models); local executor, seed 0.", ""]
+    lines += table(["Game of 24", "round size", "pipeline_rounds", "episodes in flight", "accuracy (test, acc_any)",
+                    "LLM calls / test puzzle"],
+                   [[r["method"], r["round_size"], r["pipeline_rounds"], r["in_flight"], f"{r['accuracy']:.3f}",
+                     f"{r['calls']:.1f}"] for r in g], align="lrrrrr")
     if f:
         hs = list(f[0]["tsIC"])
-        lines += ["", "| Finance | round size (8 = one day, the task's) | pipeline_rounds | episodes in flight | "
-                      + " | ".join(f"tsIC {h} (exploitation)" for h in hs) + " |",
-                  "| --- | ---: | ---: | ---: | " + " | ".join("---:" for _ in hs) + " |"]
-        lines += [f"| Pipe+ToE | {r['round_size']} | {r.get('pipeline_rounds', 0)} | {r['in_flight']} | "
-                  + " | ".join(f"{r['tsIC'][h]:.4f}" for h in hs) + " |" for r in f]
+        lines += ["", *table(["Finance", "round size (8 = one day, the task's)", "pipeline_rounds", "episodes in flight",
+                              *(f"tsIC {h} (exploitation)" for h in hs)],
+                             [["Pipe+ToE", r["round_size"], r.get("pipeline_rounds", 0), r["in_flight"],
+                               *(f"{r['tsIC'][h]:.4f}" for h in hs)] for r in f], align="lrrr" + "r" * len(hs))]
     if p:
-        lines += ["", "| Prophet Arena MemRL | rounds | pipeline_rounds | questions in flight, mean (max) | "
-                  "Brier (all questions) |",
-                  "| --- | --- | ---: | ---: | ---: |"]
-        lines += [f"| MemRL | {NAMES[r.get('rounds', 'one')]} ({r.get('n_rounds', r['questions'])}) | "
-                  f"{r['pipeline_rounds']} | {r['in_flight']:.1f} ({r.get('in_flight_max', r['in_flight'])}) | "
-                  f"{r['brier']:.4f} |" for r in p]
+        lines += ["", *table(["Prophet Arena MemRL", "rounds", "pipeline_rounds", "questions in flight, mean (max)",
+                              "Brier (all questions)"],
+                             [["MemRL", f"{NAMES[r.get('rounds', 'one')]} ({r.get('n_rounds', r['questions'])})",
+                               r["pipeline_rounds"], f"{r['in_flight']:.1f} ({r.get('in_flight_max', r['in_flight'])})",
+                               f"{r['brier']:.4f}"] for r in p], align="llrrr")]
     return "\n".join(lines) + "\n"
 
 

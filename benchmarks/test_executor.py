@@ -37,6 +37,7 @@ ray = pytest.importorskip("ray")
 
 from engine.config import apply_overrides, load_toml  # noqa: E402
 from engine.executor import LocalExecutor  # noqa: E402
+from engine.markdown import table  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _bare import BarePair, records as timeless, round_snapshots  # noqa: E402  (benchmarks/_bare.py)
@@ -161,16 +162,15 @@ def test_executor_throughput(benchmark, ray_cluster, workload):
     benchmark.extra_info.update({f"{k}_episodes_per_s": v["episodes_per_s"] for k, v in RESULTS.items()})
     benchmark.extra_info["ray2_over_local"] = RESULTS["ray-2"]["episodes_per_s"] / ref["episodes_per_s"]
     lines = [f"episodes={EPISODES} x {len(windows)} passes round_size={ROUND} repeats={REPEATS} cold={COLD} chunks={CHUNKS} (Game-of-24 ToT+ToE, SIMULATED policy), "
-             f"load average before: {os.getloadavg()[0]:.1f}",
-             "| executor | episodes/s | x local | round s | round overhead s | barrier apply s | "
-             "store apply s | per worker: episodes, episodes/s (busy), CPU share (cpu_s/busy_s), LLM calls |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
-    for key, st in RESULTS.items():
-        per = "; ".join(f"{w['worker']}: {w['episodes']}, {w['episodes_per_s']:.1f}, "
-                        f"{w['cpu_s'] / w['busy_s']:.2f}, {w['llm_calls']}" for w in st["workers"])
-        lines.append(f"| {key} | {st['episodes_per_s']:.2f} | {st['episodes_per_s'] / ref['episodes_per_s']:.2f} | "
-                     f"{st['round_s']:.3f} | {st['round_overhead_s']:.4f} | {st['barrier_apply_s']:.4f} | "
-                     f"{st.get('store_apply_s', st['barrier_apply_s']):.4f} | {per} |")
+             f"load average before: {os.getloadavg()[0]:.1f}"]
+    lines += table(["executor", "episodes/s", "x local", "round s", "round overhead s", "barrier apply s", "store apply s",
+                    "per worker: episodes, episodes/s (busy), CPU share (cpu_s/busy_s), LLM calls"],
+                   [[key, f"{st['episodes_per_s']:.2f}", f"{st['episodes_per_s'] / ref['episodes_per_s']:.2f}",
+                     f"{st['round_s']:.3f}", f"{st['round_overhead_s']:.4f}", f"{st['barrier_apply_s']:.4f}",
+                     f"{st.get('store_apply_s', st['barrier_apply_s']):.4f}",
+                     "; ".join(f"{w['worker']}: {w['episodes']}, {w['episodes_per_s']:.1f}, "
+                               f"{w['cpu_s'] / w['busy_s']:.2f}, {w['llm_calls']}" for w in st["workers"])]
+                    for key, st in RESULTS.items()])
     lines.append("ray-2 / local per pass: " + ", ".join(f"{r:.2f}" for r in per_pass))
     ceiling = {}
     if bare is not None:  # best pass of each mode, and per pass, against bare-1

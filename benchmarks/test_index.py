@@ -32,6 +32,7 @@ import numpy as np
 import pytest
 
 from engine.index import IndexConfig, NodeIndex
+from engine.markdown import table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _results import record  # noqa: E402  (benchmarks/_results.py)
@@ -232,12 +233,11 @@ def test_index(benchmark, n):
     benchmark.pedantic(lambda: ix.search(queries[next(it) % N_QUERIES], K), rounds=300, warmup_rounds=20)
 
     print(f"\n== n={n:,} dim={dim} queries={N_QUERIES} k={K} (ref single-query p50 over {n_single_bf} queries)")
-    print("| method | build vec/s | p50 ms | p99 ms | batch q/s | recall@8 | p50 x numpy | batch x numpy |")
-    print("|---|---|---|---|---|---|---|---|")
-    for r in rows:
-        print(f"| {r['method']} | {r['build_vec_per_s']:,.0f} | {r['p50_ms']:.3f} | {r['p99_ms']:.3f} | "
-              f"{r['batch_qps']:,.0f} | {r['recall@8']:.4f} | {r['p50_speedup_vs_numpy']:.1f} | "
-              f"{r['batch_speedup_vs_numpy']:.1f} |")
+    print("\n".join(table(["method", "build vec/s", "p50 ms", "p99 ms", "batch q/s", "recall@8", "p50 x numpy",
+                           "batch x numpy"],
+                          [[r["method"], f"{r['build_vec_per_s']:,.0f}", f"{r['p50_ms']:.3f}", f"{r['p99_ms']:.3f}",
+                            f"{r['batch_qps']:,.0f}", f"{r['recall@8']:.4f}", f"{r['p50_speedup_vs_numpy']:.1f}",
+                            f"{r['batch_speedup_vs_numpy']:.1f}"] for r in rows])))
     print("ef sweep (NodeIndex): " + "; ".join(f"ef={e}: p50 {p:.3f} ms, recall@8 {r:.4f}" for e, p, r in sweep))
     benchmark.extra_info.update({"n": n, "dim": dim, "rows": rows, "ef_sweep": sweep})
     out = [{"method": r["method"], "build_vec_per_s": None if r["build_vec_per_s"] != r["build_vec_per_s"] else r["build_vec_per_s"],

@@ -57,6 +57,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _workloads as W  # noqa: E402
 from engine.executor import LocalExecutor  # noqa: E402
+from engine.markdown import table as markdown_table  # noqa: E402
 
 WORKERS = [int(x) for x in os.environ.get("TOE_SCALE_WORKERS", "1,2,4,8,16,32").split(",")]
 TASKS = os.environ.get("TOE_SCALE_TASKS", "game24-tot,game24-toe,finance,prophet-arena").split(",")
@@ -358,20 +359,20 @@ def measure_experiment(w: int) -> list[dict]:
 
 
 def experiment_table(rows) -> str:
-    lines = ["| workers | runs at once | runs | questions | episodes/s | x one at a time | engine util mean (min) | "
-             "engine busy mean | seqs in flight mean (max p95) | seqs/call | worker cores | worker RSS GB mean (max) | "
-             "load avg |",
-             "| ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | --- | ---: | ---: | --- | ---: |"]
+    cells = []
     for r in rows:
         base = next((b for b in rows if b["workers"] == r["workers"] and b["at_once"] == 1), None)
         gain = r["episodes_per_s"] / base["episodes_per_s"] if base else float("nan")
-        lines.append(f"| {r['workers']} | {r['at_once']} | {r['runs']} | {r['episodes']} | "
-                     f"{r['episodes_per_s']:.2f} | {gain:.1f} | {r['utilization_mean']:.2f} "
-                     f"({r['utilization_min']:.2f}) | {r['busy_mean']:.2f} | {r['seqs_in_flight_mean']:.1f} "
-                     f"({r['seqs_in_flight_p95']:.0f}) | {r['seqs_per_call']:.1f} | {r['worker_cores']:.2f} | "
-                     + (f"{r['worker_rss_gb_mean']:.2f} ({r['worker_rss_gb_max']:.2f})" if "worker_rss_gb_mean" in r
-                        else "not measured") + f" | {r['load_average']:.1f} |")
-    return "\n".join(lines)
+        cells.append([r["workers"], r["at_once"], r["runs"], r["episodes"], f"{r['episodes_per_s']:.2f}", f"{gain:.1f}",
+                      f"{r['utilization_mean']:.2f} ({r['utilization_min']:.2f})", f"{r['busy_mean']:.2f}",
+                      f"{r['seqs_in_flight_mean']:.1f} ({r['seqs_in_flight_p95']:.0f})", f"{r['seqs_per_call']:.1f}",
+                      f"{r['worker_cores']:.2f}",
+                      f"{r['worker_rss_gb_mean']:.2f} ({r['worker_rss_gb_max']:.2f})" if "worker_rss_gb_mean" in r
+                      else "not measured", f"{r['load_average']:.1f}"])
+    return "\n".join(markdown_table(
+        ["workers", "runs at once", "runs", "questions", "episodes/s", "x one at a time", "engine util mean (min)",
+         "engine busy mean", "seqs in flight mean (max p95)", "seqs/call", "worker cores", "worker RSS GB mean (max)",
+         "load avg"], cells, align="rrrrrrlrlrrlr"))
 
 
 def test_experiment_at_once(ray_cluster):
@@ -398,23 +399,18 @@ def test_experiment_at_once(ray_cluster):
 
 
 def table(rows) -> str:
-    lines = ["| task | workers | round size | pipeline | streams | shares | episodes/s | efficiency | engine util mean (min) | "
-             "engine busy mean (min) | work/busy | seqs/call | calls at once | barrier s | round overhead s | "
-             "worker cores | load avg | mem avail GiB |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | "
-             "---: | ---: |"]
-    for r in rows:
-        size = (f"leak-free: {r['rounds_planned']} rounds, max {r['round_size']}" if r.get("rounds_planned")
-                else r["round_size"])
-        lines.append(f"| {r['task']} | {r['workers']} | {size} | {r['pipeline_rounds']} | "
-                     f"{r.get('streams_per_worker', 1)} | {r.get('shares_per_worker', 1)} | "
-                     f"{r['episodes_per_s']:.2f} | {r['efficiency']:.2f} | {r['utilization_mean']:.2f} "
-                     f"({r['utilization_min']:.2f}) | {r['busy_mean']:.2f} ({r['busy_min']:.2f}) | "
-                     f"{r.get('work_per_busy', float('nan')):.2f} | {r['seqs_per_call']:.1f} | "
-                     f"{r.get('max_concurrent_calls', 1)} | {r['barrier_s']:.3f} | {r['round_overhead_s']:.3f} | "
-                     f"{r.get('worker_cores', float('nan')):.2f} | {r['load_average']:.1f} | "
-                     f"{r['mem_available_gib']:.1f} |")
-    return "\n".join(lines)
+    cells = [[r["task"], r["workers"],
+              f"leak-free: {r['rounds_planned']} rounds, max {r['round_size']}" if r.get("rounds_planned") else r["round_size"],
+              r["pipeline_rounds"], r.get("streams_per_worker", 1), r.get("shares_per_worker", 1),
+              f"{r['episodes_per_s']:.2f}", f"{r['efficiency']:.2f}", f"{r['utilization_mean']:.2f} ({r['utilization_min']:.2f})",
+              f"{r['busy_mean']:.2f} ({r['busy_min']:.2f})", f"{r.get('work_per_busy', float('nan')):.2f}",
+              f"{r['seqs_per_call']:.1f}", r.get("max_concurrent_calls", 1), f"{r['barrier_s']:.3f}",
+              f"{r['round_overhead_s']:.3f}", f"{r.get('worker_cores', float('nan')):.2f}", f"{r['load_average']:.1f}",
+              f"{r['mem_available_gib']:.1f}"] for r in rows]
+    return "\n".join(markdown_table(
+        ["task", "workers", "round size", "pipeline", "streams", "shares", "episodes/s", "efficiency",
+         "engine util mean (min)", "engine busy mean (min)", "work/busy", "seqs/call", "calls at once", "barrier s",
+         "round overhead s", "worker cores", "load avg", "mem avail GiB"], cells, align="lrrrrrrrllrrrrrrrr"))
 
 
 def _plot(rows, path: Path) -> None:
