@@ -490,16 +490,19 @@ class Evolution:
         reuse_src = "\n\n".join(self.store.tools[n].source for n in reuse)
         reply = self._ask(prompts.generator_prompt(req, self._tool_defs(reuse), reuse_src))
         entry.update(requirement=req, reuse=reuse)
-        try:
-            cand = parse_generation(reply)
-        except AdmissionError as exc:
-            entry["result"] = f"rejected: {exc}"
-            self.log.append(entry)
-            return entry
-        gid, why = self._admit(cand, parent)
-        entry["result"] = f"admitted {gid}" if gid else f"rejected: {why}"
+        self._admit_reply(reply, parent, entry)
         self.log.append(entry)
         return entry
+
+    def _admit_reply(self, reply: str, parent: str, entry: dict) -> str | None:
+        """Admit the MemGuide a generator ``reply`` holds under ``parent``: its id, or None; ``entry["result"]``
+        says which (and why it was rejected)."""
+        try:
+            gid, why = self._admit(parse_generation(reply), parent)
+        except AdmissionError as exc:  # no parsable MemGuide in the reply
+            gid, why = None, str(exc)
+        entry["result"] = f"admitted {gid}" if gid else f"rejected: {why}"
+        return gid
 
     def _representatives(self) -> str:
         out = []
@@ -515,16 +518,8 @@ class Evolution:
             self.categories = {g: [g] for g in self.tree.valid()[:1]}
         entry = {"track": "procedural", "kind": "explore"}
         reply = self._ask(prompts.explore_prompt(self._representatives()))
-        try:
-            cand = parse_generation(reply)
-        except AdmissionError as exc:
-            entry["result"] = f"rejected: {exc}"
-            self.log.append(entry)
-            return entry
-        parent = self._best_gid()
-        gid, why = self._admit(cand, parent)
+        gid = self._admit_reply(reply, self._best_gid(), entry)
         if gid is None:
-            entry["result"] = f"rejected: {why}"
             self.log.append(entry)
             return entry
         from engine.forecast.toolcalls import _json_objects
@@ -539,7 +534,6 @@ class Evolution:
             self.categories[match].append(gid)
         else:
             self.categories[gid] = [gid]
-        entry["result"] = f"admitted {gid}"
         entry["category"] = match if match in self.categories and match != gid else "new"
         self.log.append(entry)
         return entry
