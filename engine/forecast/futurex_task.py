@@ -49,7 +49,7 @@ from engine.forecast.futurex_tasks import EXAMPLE_DOCS, EXAMPLE_ITEMS, futurex_s
 from engine.forecast.round_methods import ForecastContext
 from engine.forecast.search import SearchProvider, SearchResult
 from engine.forecast.task import (NAMES, ForecastRun, ForecastTask, answered, by_question, evolution_episodes,
-                                  question_episodes, tag_of, usage_total, worker_path,
+                                  question_episodes, summary_of, tag_of, usage_total, worker_path,
                                   worker_prompts)
 from engine.forecast.validation_metric import ValidationMetric
 from engine.rounds import Episode
@@ -268,13 +268,7 @@ class FutureXTask(ForecastTask):
             meta["prompts_warning"] = exp.prompts_warning
         if exp.sandbox is not None:
             meta["sandbox"] = exp.sandbox
-        out = []
-        for row, run in [(r, "") for r in reference_rows(exp.evaluated, rel)] + rows:
-            rec = {"row": "model" if run else "reference", "run": run, **to_dict(row)}
-            if not run:  # computed from the data: no model answered
-                rec.update(backend="", model="", simulated=False)
-            out.append(rec)
-        return Summary(out, meta)
+        return summary_of([(r, "") for r in reference_rows(exp.evaluated, rel)] + rows, meta)
 
     def _evolved_rows(self, exp, recs, tag, evolution) -> list[AccuracyRow]:
         """The top validated configurations on the evaluation items: top-1 by validation, best on test (C.3)."""

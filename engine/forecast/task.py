@@ -151,6 +151,18 @@ class ProphetArenaRun(ForecastRun):
     eval_by_category: dict
 
 
+def summary_of(table: Sequence[tuple[Any, str]], meta: dict) -> Summary:
+    """A forecasting run's summary: one record per ``(row, run)``; a row without a run is a reference row
+    (computed from the data: no model answered)."""
+    out = []
+    for row, run in table:
+        rec = {"row": "model" if run else "reference", "run": run, **to_dict(row)}
+        if not run:
+            rec.update(backend="", model="", simulated=False)
+        out.append(rec)
+    return Summary(out, meta)
+
+
 class ForecastTask:
     """What the forecasting tasks (Prophet Arena, FutureX) share: their keys, methods, rounds, LLM, checkpoints,
     what is built before the runs and the dry run's plan."""
@@ -340,14 +352,7 @@ class ProphetArenaTask(ForecastTask):
         meta["evolution"] = evolution
         meta["notes"] = notes
         table = [(r, "") for r in reference_rows(exp.evaluated, cfg.run.scorer)] if exp.evaluated else []
-        table += rows
-        out = []
-        for row, run in table:
-            rec = {"row": "model" if run else "reference", "run": run, **to_dict(row)}
-            if not run:  # computed from the data: no model answered
-                rec.update(backend="", model="", simulated=False)
-            out.append(rec)
-        return Summary(out, meta)
+        return summary_of(table + rows, meta)
 
     def _evolved_rows(self, exp, recs, tag, evolution) -> list[Row]:
         """Per category: top-1 by validation and the best of the top-k on the held-out questions (C.3)."""
