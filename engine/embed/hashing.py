@@ -44,7 +44,6 @@ class HashingEmbedder(CachedEmbedder):
         batch_size: int = 4096,
         cache_size: int = 100_000,
     ):
-        super().__init__(dim=dim, batch_size=batch_size, cache_size=cache_size)
         if not 1 <= word_ngrams <= 8:
             raise InputError(f"word_ngrams must be in [1, 8], got {word_ngrams}")
         lo, hi = char_ngram_range
@@ -54,6 +53,11 @@ class HashingEmbedder(CachedEmbedder):
             raise InputError(f"char_weight must be in [0, 1], got {char_weight}")
         if seed < 0:
             raise InputError(f"seed must be >= 0, got {seed}")
+        # a text's vector depends on it and these settings only (module docstring): every embedder with the same
+        # settings in a process shares one cache, and a pickled embedder (each run's method on a Ray worker)
+        # carries none
+        super().__init__(dim=dim, batch_size=batch_size, cache_size=cache_size,
+                         shared=("hashing", int(dim), int(word_ngrams), (int(lo), int(hi)), float(char_weight), int(seed)))
         self.word_ngrams = int(word_ngrams)
         self.char_ngram_range = (int(lo), int(hi))
         self.char_weight = float(char_weight)

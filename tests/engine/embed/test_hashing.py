@@ -129,15 +129,20 @@ def test_safetensors_reader_rejects_a_truncated_file(tmp_path):
         read_safetensors(p)
 
 
-def test_an_embedder_pickles_with_its_cache():
+def test_embedders_of_the_same_settings_share_one_cache_and_pickle_without_it():
+    """A text's vector depends only on the settings, so each process keeps one cache per settings: each run's
+    method pickled to a Ray worker carries no cache, and its copy there uses the worker's."""
     import pickle
 
     from engine.embed import EmbedConfig, make_embedder
 
     emb = make_embedder(EmbedConfig(backend="hashing"))
-    v = emb.embed(["kept in the cache"])
-    copy = pickle.loads(pickle.dumps(emb))
-    assert copy._cache is not emb._cache and len(copy._cache) == len(emb._cache) == 1
+    v = emb.embed(["kept in the cache"] + [f"text {i}" for i in range(500)])[:1]
+    blob = pickle.dumps(emb)
+    assert len(blob) < 2_000  # 500 cached vectors of 384 floats stay behind
+    copy = pickle.loads(blob)
+    assert copy._cache is emb._cache
     before = copy.embedded
     np.testing.assert_array_equal(copy.embed(["kept in the cache"]), v)
-    assert copy.embedded == before
+    assert copy.embedded == before  # a hit in the shared cache
+    assert HashingEmbedder(seed=1)._cache is not emb._cache  # other settings, other vectors: another cache
