@@ -135,7 +135,8 @@ _SHARED_LOCK = threading.Lock()
 
 def _shared_context(token: str, state: bytes) -> ForecastContext:
     """The context ``token`` names in this process: the one already here, else one made from ``state`` (its
-    pickled attributes)."""
+    pickled attributes: bytes that exist only inside the pickle stream being read, as
+    :meth:`ForecastContext.__reduce__` nested them; the engine's one unpickle, tests/engine/test_codec.py)."""
     with _SHARED_LOCK:
         ctx = _SHARED.get(token)
     if ctx is not None:
