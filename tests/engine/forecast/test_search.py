@@ -66,3 +66,31 @@ def test_bad_inputs():
     cs = _corpus(3, 0)
     with pytest.raises(InputError, match="k must be >= 1"):
         cs.search("q", T0, 0)
+
+
+@settings(max_examples=40, deadline=None)
+@given(docs=st.lists(st.lists(st.sampled_from(WORDS + ["a", "b"]), min_size=1, max_size=12), min_size=1, max_size=30),
+       query=st.lists(st.sampled_from(WORDS + ["a", "b", "unseen"]), min_size=0, max_size=8))
+def test_okapi_scores_equal_rank_bm25_to_the_bit(docs, query):
+    """The inverted index gives BM25Okapi's scores exactly: common words (negative idf, floored at epsilon x the
+    mean idf), repeated and unknown query words included."""
+    from rank_bm25 import BM25Okapi
+
+    from engine.forecast.search import Okapi
+
+    want = BM25Okapi(docs).get_scores(query)
+    got = Okapi(docs).get_scores(query)
+    assert got.dtype == want.dtype and got.tobytes() == want.tobytes()
+
+
+def test_okapi_scores_equal_rank_bm25_on_prophet_arena_sources(pa_folder):
+    from rank_bm25 import BM25Okapi
+
+    from engine.forecast.search import Okapi, tokenize
+
+    qs = load_prophet_arena(pa_folder)
+    cs = corpus_from_questions(qs)
+    corpus = [tokenize(d.title + " " + d.content) or ["_"] for d in cs.docs]
+    ref, ours = BM25Okapi(corpus), Okapi(corpus)
+    for q in qs:
+        assert ours.get_scores(tokenize(q.title)).tobytes() == ref.get_scores(tokenize(q.title)).tobytes()
