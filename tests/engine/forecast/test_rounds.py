@@ -165,11 +165,13 @@ def test_runs_of_one_experiment_share_one_context_per_process(pa_folder, tmp_pat
     assert len(blobs) == 2 and all(pickle.loads(b).ctx is exp.ctx for b in blobs)  # this process: the original
     other = dataclasses.replace(exp.ctx, rel_tol=0.5)  # another context: its own token, its own object
     assert other.token != exp.ctx.token and pickle.loads(pickle.dumps(other)) is other
+    # the state is pickled once per context, at its first pickling, and not into itself
+    assert exp.ctx.__reduce__()[1][1] is exp.ctx.__reduce__()[1][1] is not other.__reduce__()[1][1]
     probe = tmp_path / "blobs.pkl"
     probe.write_bytes(pickle.dumps(blobs))
     code = ("import pickle, sys; blobs = pickle.loads(open(sys.argv[1], 'rb').read()); "
             "ms = [pickle.loads(b) for b in blobs]; "
-            "print(len({id(m.ctx) for m in ms}), len(ms[0].ctx.items), ms[0].ctx.token)")
+            "print(len({id(m.ctx) for m in ms}), len(ms[0].ctx.items), ms[0].ctx.token, '_pickled' in vars(ms[0].ctx))")
     out = subprocess.run([sys.executable, "-c", code, str(probe)], capture_output=True, text=True, cwd=ROOT,
                          check=True).stdout.split()
-    assert out == ["1", str(len(exp.ctx.items)), exp.ctx.token]  # a fresh process (a worker): one shared copy
+    assert out == ["1", str(len(exp.ctx.items)), exp.ctx.token, "False"]  # a fresh process (a worker): one copy
