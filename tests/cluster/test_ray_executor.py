@@ -472,3 +472,20 @@ def test_an_equal_llm_factory_keeps_the_workers_and_a_different_one_restarts_the
     assert pids() == first
     two_workers.run(ToyMethod(), EPISODES[:8], ToyLLMFactory(work=1), ROUND)
     assert not set(pids()) & set(first)
+
+
+def test_a_store_owner_refuses_a_run_it_does_not_hold():
+    """Each call names its run: one never loaded, or already exported, is a clear error, not another run's state."""
+    from cluster.store_actors import StoreOwner
+    from engine.errors import StoreError
+
+    owner = StoreOwner()
+    owner.load("a", None, ToyMethod())
+    assert owner.held() == ["a"]
+    with pytest.raises(StoreError, match="holds no run 'b'"):
+        owner.snapshot("b")
+    owner.export("a")
+    with pytest.raises(StoreError, match="holds no run 'a' .*already exported"):
+        owner.apply("a", 0, [], None)
+    owner.drop("a")  # forgetting a run it no longer holds is fine
+    assert owner.held() == []
