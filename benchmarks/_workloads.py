@@ -51,17 +51,17 @@ def _pick(task, exp, method: str, seed: int = 0):
     raise ValueError(f"no run of method {method!r} seed {seed}")
 
 
-def game24(method: str = "tot", server: dict | None = None, episodes: int | None = None) -> Workload:
+def game24(method: str = "tot", server: dict | None = None, episodes: int | None = None, seed: int = 0) -> Workload:
     from engine.game24.experiment import episodes_for
     from engine.game24.task import Game24Task
 
     cfg = load_toml(ROOT / "configs/game24.toml")
-    cfg["methods"], cfg["seeds"], cfg["llm"] = [method], [0], _llm_table(server)
+    cfg["methods"], cfg["seeds"], cfg["llm"] = [method], [seed], _llm_table(server)
     cfg.setdefault("protocol", {})["checkpoint"] = False
     task = Game24Task()
     exp = task.parse(cfg, SimpleNamespace(config_path=ROOT / "configs/game24.toml", executor="local",
                                           overrides=(), out=None))
-    spec = _pick(task, exp, method)
+    spec = _pick(task, exp, method, seed)
     # every method on the whole warm-up + test stream (plain ToT, which learns nothing, normally skips the
     # warm-up): the same puzzles for both rows, and enough of them for 32 workers
     eps = episodes_for(exp.warm, exp.test, spec.seed)
@@ -70,17 +70,17 @@ def game24(method: str = "tot", server: dict | None = None, episodes: int | None
                     task.llm_factory(exp, spec), "solved", task.round_size(exp, spec))
 
 
-def finance(method: str = "Pipe+ToE", server: dict | None = None, days: int | None = None) -> Workload:
+def finance(method: str = "Pipe+ToE", server: dict | None = None, days: int | None = None, seed: int = 0) -> Workload:
     from engine.finance.task import FinanceTask
 
     cfg = load_toml(ROOT / "configs/finance-synthetic.toml")
-    cfg["methods"], cfg["seeds"], cfg["llm"], cfg["plots"] = [method], [0], _llm_table(server), False
+    cfg["methods"], cfg["seeds"], cfg["llm"], cfg["plots"] = [method], [seed], _llm_table(server), False
     if days is not None:  # a cut stream: the config's exploitation date may lie past it; split at T/3 as the task does
         cfg.setdefault("protocol", {})["max_days"] = days
         cfg["protocol"]["exploitation_start"] = ""
     task = FinanceTask()
     exp = task.parse(cfg, SimpleNamespace(config_path=ROOT / "configs/finance-synthetic.toml"))
-    spec = _pick(task, exp, method)
+    spec = _pick(task, exp, method, seed)
     return Workload(f"finance {method}", task, exp, spec, task.episodes(exp, spec), task.llm_factory(exp, spec),
                     "tsic", task.round_size(exp, spec))
 

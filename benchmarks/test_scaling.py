@@ -198,38 +198,67 @@ def test_scaling(ray_cluster):
     # a run of some tasks (TOE_SCALE_TASKS) replaces their rows and keeps the other tasks' rows
     rows = [r for r in old.get("rows", []) if r["task"] not in TASKS] + rows
     (RESULTS / "scaling.json").write_text(json.dumps({**old, "meta": meta, "rows": rows}, indent=2) + "\n")
-    _plot(rows, RESULTS / "scaling_efficiency.png")
+    _plot(rows, RESULTS / "scaling_efficiency.png", old.get("experiment", {}).get("rows", []))
     print("\n" + table(rows))
     assert all(r["identical_to_local"] for r in rows)
 
 
 # -- the whole experiment at once (cluster.concurrent_runs) ---------------------------------------------------
 EXP_WORKERS = [int(x) for x in os.environ.get("TOE_SCALE_EXP_WORKERS", "1,4,16,32").split(",")]
+EXP_TASKS = os.environ.get("TOE_SCALE_EXP_TASKS", "prophet-arena").split(",")
 EXP_METHODS = os.environ.get("TOE_SCALE_EXP_METHODS", "memrl,reme,full_text").split(",")
 EXP_SEEDS_PER_WORKER = int(os.environ.get("TOE_SCALE_EXP_SEEDS", 1))
-EXP_STREAMS = int(os.environ.get("TOE_SCALE_EXP_STREAMS", 4))
+# streams per share: a finance share is up to a trading day of 8 episodes of two sequences each, all in flight
+EXP_STREAMS = {"prophet-arena": 4, "game24": 4, "finance": 8}
+if os.environ.get("TOE_SCALE_EXP_STREAMS"):
+    EXP_STREAMS = dict.fromkeys(EXP_STREAMS, int(os.environ["TOE_SCALE_EXP_STREAMS"]))
 EXP_QUESTIONS = int(os.environ.get("TOE_SCALE_EXP_QUESTIONS", 84))
+# Game of 24: ToT and ToT+ToE (supply), each run the first 50 puzzles of its stream in the config's rounds of 25
+EXP_G24_METHODS = ["tot", "toe"]
+EXP_PUZZLES = int(os.environ.get("TOE_SCALE_EXP_PUZZLES", 50))
+# finance: the config's three ToE rows, each run on a stream cut at 5 days (``max_days``: 280 episodes with the
+# pre-test span, 35 rounds of one trading day)
+EXP_FIN_METHODS = ["Pipe+ToE", "Pipe+ToE (LLM update)", "Pipe+ToE (no retrieval)"]
+EXP_DAYS = int(os.environ.get("TOE_SCALE_EXP_DAYS", 5))
 # one run at a time has the same pace whichever run it is: measured on the first runs only
 EXP_ONE_BY_ONE_RUNS = int(os.environ.get("TOE_SCALE_EXP_ONE_BY_ONE", 1))
 
 
-def experiment_runs(w: int):
-    """The Prophet Arena experiment for ``w`` workers: methods x ``EXP_SEEDS_PER_WORKER * w`` seeds, the first
-    ``EXP_QUESTIONS`` questions of every category in each run, in the task's leak-free rounds, no pipelining
-    (the records of running the runs one by one)."""
-    return [(m, s, W.prophet_arena(m, SERVER, questions=EXP_QUESTIONS, seed=s))
-            for s in range(EXP_SEEDS_PER_WORKER * w) for m in EXP_METHODS]
+def experiment_workload(task: str, method: str, seed: int, n: int, server: dict | None = SERVER):
+    """One run of ``task``'s experiment: ``method`` at ``seed`` on its first ``n`` episodes, in the task's own
+    round plan (Prophet Arena's leak-free rounds, Game of 24's ``round_size``, finance's trading day), no
+    pipelining. ``n`` counts questions, puzzles or (finance) trading days."""
+    if task == "prophet-arena":
+        return W.prophet_arena(method, server, questions=n, seed=seed)
+    if task == "game24":
+        return W.game24(method, server, n, seed=seed)
+    if task == "finance":
+        return W.finance(method, server, n, seed=seed)
+    raise ValueError(f"unknown experiment task {task!r}")
+
+
+EXP_SIZES = {"prophet-arena": (EXP_METHODS, EXP_QUESTIONS), "game24": (EXP_G24_METHODS, EXP_PUZZLES),
+             "finance": (EXP_FIN_METHODS, EXP_DAYS)}
+
+
+def experiment_runs(task: str, w: int):
+    """``task``'s experiment for ``w`` workers (weak scaling): its methods x ``EXP_SEEDS_PER_WORKER * w`` seeds,
+    each run on the task's first episodes (Prophet Arena: ``EXP_QUESTIONS`` questions of every category;
+    Game of 24: ``EXP_PUZZLES`` puzzles; finance: ``EXP_DAYS`` days), the records of running the runs one by one."""
+    methods, n = EXP_SIZES[task]
+    return [(m, s, experiment_workload(task, m, s, n))
+            for s in range(EXP_SEEDS_PER_WORKER * w) for m in methods]
 
 
 _LOCAL_RECORDS: dict = {}
 
 
-def _local_records(method: str, seed: int) -> str:
-    if (method, seed) not in _LOCAL_RECORDS:
-        ref = W.prophet_arena(method, None, questions=EXP_QUESTIONS, seed=seed)
-        _LOCAL_RECORDS[method, seed] = _plain(LocalExecutor().run(ref.method(), ref.episodes, ref.llm_factory,
-                                                                   ref.default_round))
-    return _LOCAL_RECORDS[method, seed]
+def _local_records(task: str, method: str, seed: int, n: int) -> str:
+    if (task, method, seed, n) not in _LOCAL_RECORDS:
+        ref = experiment_workload(task, method, seed, n, None)
+        _LOCAL_RECORDS[task, method, seed, n] = _plain(LocalExecutor().run(ref.method(), ref.episodes,
+                                                                           ref.llm_factory, ref.default_round))
+    return _LOCAL_RECORDS[task, method, seed, n]
 
 
 def _proc_cpu_s(pid: int) -> float:
@@ -298,8 +327,8 @@ def _proc_rss_gb(pid: int) -> float:
     return float("nan")
 
 
-def measure_experiment(w: int) -> list[dict]:
-    """The experiment over ``w`` Ray workers, through the runner's own :func:`engine.runner.run_at_once` on
+def measure_experiment(task: str, w: int) -> list[dict]:
+    """``task``'s experiment over ``w`` Ray workers, through the runner's own :func:`engine.runner.run_at_once` on
     one set of workers: every run at once (``concurrent_runs`` = the runs), then the first
     ``EXP_ONE_BY_ONE_RUNS`` runs one at a time (``concurrent_runs = 1``, today's default). Each run's
     records are compared with its local run."""
@@ -308,19 +337,19 @@ def measure_experiment(w: int) -> list[dict]:
     from cluster.ray_executor import RayExecutor
     from engine.runner import RunSpec, run_at_once
 
-    runs = experiment_runs(w)
+    runs = experiment_runs(task, w)
     got: dict = {}
 
     def one(k, spec, executor, position=None):
         wl = todo[k][2]
         got[spec.key] = executor.run(wl.method(), wl.episodes, wl.llm_factory, wl.default_round)
 
-    parent = RayExecutor(workers=w, num_cpus_per_worker=0, startup_timeout_s=600, streams_per_worker=EXP_STREAMS,
-                         concurrent_runs=len(runs))
+    parent = RayExecutor(workers=w, num_cpus_per_worker=0, startup_timeout_s=600,
+                         streams_per_worker=EXP_STREAMS[task], concurrent_runs=len(runs))
     rows = []
     try:
         # untimed: actor start-up, JIT, caches (a round of each of the first runs on every worker)
-        todo = [(m, s, W.prophet_arena(m, SERVER, questions=4, seed=s)) for m, s, _ in runs[:w]]
+        todo = [(m, s, experiment_workload(task, m, s, 4)) for m, s, _ in runs[:w]]
         run_at_once([RunSpec(m, s) for m, s, _ in todo], one, parent, len(todo), SimpleNamespace(out=None))
         pids = ray.get([x.pid.remote() for x in parent.workers])
         for at_once in (len(runs), 1):
@@ -334,13 +363,14 @@ def measure_experiment(w: int) -> list[dict]:
             by_role = roles.stop(line["wall_s"])
             rss = [_proc_rss_gb(p) for p in pids]  # every run's method still cached in the workers
             for m, s, _ in todo:
-                assert _plain(got[RunSpec(m, s).key]) == _local_records(m, s), f"W={w}: {m} seed {s} differs"
+                assert _plain(got[RunSpec(m, s).key]) == _local_records(task, m, s, EXP_SIZES[task][1]), \
+                    f"{task} W={w}: {m} seed {s} differs"
             engines = line["engines"]
             calls = sum(e["calls"] for e in engines)
-            rows.append({"task": "prophet-arena experiment", "workers": w, "at_once": at_once, "runs": len(todo),
-                         "questions_per_run": len(todo[0][2].episodes), "episodes": line["episodes_run"],
+            rows.append({"task": f"{task} experiment", "workers": w, "at_once": at_once, "runs": len(todo),
+                         "episodes_per_run": len(todo[0][2].episodes), "episodes": line["episodes_run"],
                          "wall_s": line["wall_s"], "episodes_per_s": line["episodes_per_s"],
-                         "streams_per_worker": EXP_STREAMS,
+                         "streams_per_worker": EXP_STREAMS[task],
                          "utilization_mean": float(np.mean([e["utilization"] for e in engines])),
                          "utilization_min": float(np.min([e["utilization"] for e in engines])),
                          "busy_mean": float(np.mean([e["busy"] for e in engines])),
@@ -359,43 +389,57 @@ def measure_experiment(w: int) -> list[dict]:
 
 
 def experiment_table(rows) -> str:
+    """One row per (task, workers, mode): x one at a time against the same workers' one-at-a-time row; efficiency
+    (weak scaling) = episodes/s over W x the same task's and mode's episodes/s at 1 worker."""
     cells = []
     for r in rows:
-        base = next((b for b in rows if b["workers"] == r["workers"] and b["at_once"] == 1), None)
+        same = [b for b in rows if b["task"] == r["task"]]
+        base = next((b for b in same if b["workers"] == r["workers"] and b["at_once"] == 1), None)
         gain = r["episodes_per_s"] / base["episodes_per_s"] if base else float("nan")
-        cells.append([r["workers"], r["at_once"], r["runs"], r["episodes"], f"{r['episodes_per_s']:.2f}", f"{gain:.1f}",
+        one = next((b for b in same if b["workers"] == 1 and (b["at_once"] == 1) == (r["at_once"] == 1)), None)
+        eff = r["episodes_per_s"] / (r["workers"] * one["episodes_per_s"]) if one and r["workers"] > 1 else float("nan")
+        cells.append([r["task"].removesuffix(" experiment"), r["workers"], r["at_once"], r["runs"], r["episodes"],
+                      f"{r['episodes_per_s']:.2f}", f"{gain:.1f}", f"{eff:.2f}",
                       f"{r['utilization_mean']:.2f} ({r['utilization_min']:.2f})", f"{r['busy_mean']:.2f}",
                       f"{r['seqs_in_flight_mean']:.1f} ({r['seqs_in_flight_p95']:.0f})", f"{r['seqs_per_call']:.1f}",
                       f"{r['worker_cores']:.2f}",
                       f"{r['worker_rss_gb_mean']:.2f} ({r['worker_rss_gb_max']:.2f})" if "worker_rss_gb_mean" in r
                       else "not measured", f"{r['load_average']:.1f}"])
     return "\n".join(markdown_table(
-        ["workers", "runs at once", "runs", "questions", "episodes/s", "x one at a time", "engine util mean (min)",
-         "engine busy mean", "seqs in flight mean (max p95)", "seqs/call", "worker cores", "worker RSS GB mean (max)",
-         "load avg"], cells, align="rrrrrrlrlrrlr"))
+        ["task", "workers", "runs at once", "runs", "episodes", "episodes/s", "x one at a time", "efficiency",
+         "engine util mean (min)", "engine busy mean", "seqs in flight mean (max p95)", "seqs/call", "worker cores",
+         "worker RSS GB mean (max)", "load avg"], cells, align="lrrrrrrrlrlrrlr"))
 
 
 def test_experiment_at_once(ray_cluster):
-    """Prophet Arena's experiment (methods x seeds, each run in its leak-free rounds of 2.9 questions) with
-    every run at once over W workers against one run at a time: the records identical, the engines fuller."""
+    """Each task's experiment (methods x seeds: Prophet Arena's runs in leak-free rounds of 2.9 questions, Game of
+    24's in rounds of 25) with every run at once over W workers against one run at a time: the records identical,
+    the engines fuller."""
     rows = []
-    for w in EXP_WORKERS:
-        rows += measure_experiment(w)
+    for task in EXP_TASKS:
+        for w in EXP_WORKERS:
+            rows += measure_experiment(task, w)
     old = json.loads((RESULTS / "scaling.json").read_text()) if (RESULTS / "scaling.json").exists() else {}
-    meta = {"simulated": True, "server": SERVER, "methods": EXP_METHODS, "seeds_per_worker": EXP_SEEDS_PER_WORKER,
-            "streams_per_worker": EXP_STREAMS, "questions_per_run": EXP_QUESTIONS, "cores": os.cpu_count(),
+    meta = {"simulated": True, "server": SERVER, "seeds_per_worker": EXP_SEEDS_PER_WORKER,
+            "streams_per_worker": EXP_STREAMS, "cores": os.cpu_count(),
+            "tasks": {"prophet-arena": {"methods": EXP_METHODS, "episodes_per_run": EXP_QUESTIONS},
+                      "game24": {"methods": EXP_G24_METHODS, "episodes_per_run": EXP_PUZZLES},
+                      "finance": {"methods": EXP_FIN_METHODS, "max_days": EXP_DAYS}},
             "command": "python -m pytest benchmarks/test_scaling.py -k experiment -s -p no:cacheprovider"}
-    # a run at some worker counts (TOE_SCALE_EXP_WORKERS) replaces their rows and keeps the others
-    kept = [r for r in old.get("experiment", {}).get("rows", []) if r["workers"] not in EXP_WORKERS]
-    rows = sorted(kept + rows, key=lambda r: (r["workers"], -r["at_once"]))
+    # a run of some tasks at some worker counts (TOE_SCALE_EXP_TASKS, TOE_SCALE_EXP_WORKERS) replaces their rows
+    mine = {(r["task"], r["workers"]) for r in rows}
+    kept = [r for r in old.get("experiment", {}).get("rows", []) if (r["task"], r["workers"]) not in mine]
+    rows = sorted(kept + rows, key=lambda r: (r["task"], r["workers"], -r["at_once"]))
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "scaling.json").write_text(json.dumps({**old, "experiment": {"meta": meta, "rows": rows}},
                                                      indent=2) + "\n")
+    _plot([r for r in old.get("rows", [])], RESULTS / "scaling_efficiency.png", rows)
     print("\n" + experiment_table(rows))
-    for w in EXP_WORKERS:
-        mine = {r["at_once"]: r for r in rows if r["workers"] == w}
-        if len(mine) == 2 and w > 1:  # every run at once serves more questions per second than one at a time
-            assert mine[max(mine)]["episodes_per_s"] > mine[1]["episodes_per_s"], f"W={w}"
+    for task in EXP_TASKS:
+        for w in EXP_WORKERS:
+            mine = {r["at_once"]: r for r in rows if r["task"] == f"{task} experiment" and r["workers"] == w}
+            if len(mine) == 2 and w > 1:  # every run at once serves more episodes per second than one at a time
+                assert mine[max(mine)]["episodes_per_s"] > mine[1]["episodes_per_s"], f"{task} W={w}"
 
 
 def table(rows) -> str:
@@ -413,7 +457,9 @@ def table(rows) -> str:
          "round overhead s", "worker cores", "load avg", "mem avail GiB"], cells, align="lrrrrrrrllrrrrrrrr"))
 
 
-def _plot(rows, path: Path) -> None:
+def _plot(rows, path: Path, experiment=()) -> None:
+    """Efficiency and utilization against workers: one run per task (solid), and each experiment with every
+    run at once (dashed; its efficiency is weak scaling against its own 1-worker row)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -424,8 +470,17 @@ def _plot(rows, path: Path) -> None:
         rs = [r for r in rows if r["task"] == task]
         axes[0].plot([r["workers"] for r in rs], [r["efficiency"] for r in rs], "o-", label=task)
         axes[1].plot([r["workers"] for r in rs], [r["utilization_mean"] for r in rs], "o-", label=task)
-    axes[0].axhline(0.8, color="grey", ls="--", lw=1)
-    axes[1].axhline(0.9, color="grey", ls="--", lw=1)
+    for task in dict.fromkeys(r["task"] for r in experiment):
+        rs = sorted((r for r in experiment if r["task"] == task and r["at_once"] > 1), key=lambda r: r["workers"])
+        one = next((r for r in rs if r["workers"] == 1), None)
+        if one is None:
+            continue
+        label = f"{task}, every run at once"
+        axes[0].plot([r["workers"] for r in rs], [r["episodes_per_s"] / (r["workers"] * one["episodes_per_s"])
+                                                  for r in rs], "s--", label=label)
+        axes[1].plot([r["workers"] for r in rs], [r["utilization_mean"] for r in rs], "s--", label=label)
+    axes[0].axhline(0.9, color="grey", ls=":", lw=1)
+    axes[1].axhline(0.9, color="grey", ls=":", lw=1)
     axes[0].set(xscale="log", xlabel="Ray workers (one modelled engine each)", ylabel="eps(W) / (W x eps(1))",
                 title="Scaling efficiency [SIMULATED engines]", ylim=(0, 1.2))
     axes[1].set(xscale="log", xlabel="Ray workers", ylabel="engine utilization (work / wall)",

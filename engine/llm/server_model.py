@@ -227,7 +227,7 @@ class Clock(Protocol):
 
 
 class RealClock:
-    """Wall clock: ``time.perf_counter``; waits on the engine's condition (woken when another call arrives).
+    """Wall clock: ``time.perf_counter``; waits on the engine's condition (releasing the engine to other callers).
 
     Tests pass a fake clock with ``now`` and ``sleep`` only (advancing on sleep): the backend then
     sleeps on it while holding the engine, which is exact for calls from one thread.
@@ -396,8 +396,9 @@ class ServerModelBackend:
     labelled simulated. :meth:`server_stats` gives the engine's books.
 
     Safe to call from several threads (a worker's streams, ``[cluster] streams_per_worker``):
-    the calls in flight share the engine's batch (:class:`_EngineState`); a caller waits on a
-    condition, not holding the engine, and is woken when its call is done or another arrives.
+    the calls in flight share the engine's batch (:class:`_EngineState`); a caller waits, not holding
+    the engine, until its call's projected end, and projects again then (later arrivals may have
+    delayed it; they never hasten it).
     """
 
     name = "server_model"
@@ -460,7 +461,11 @@ class ServerModelBackend:
             b["prompt_tokens"] += sum(int(p) for p in prompt)
             self._now.in_flight += 1
             b["max_concurrent_calls"] = max(b["max_concurrent_calls"], self._now.in_flight)
-            self._cond.notify_all()  # the others' projected ends move: they re-project
+            # No one is woken: a call's projected end counts every call already on the engine, departures
+            # included, and an arrival only delays the others (it queues behind them, widens their steps); so a
+            # caller sleeps until its last projection and re-projects then. Waking every caller at each arrival
+            # and departure cost O(calls in flight) projections per event: with 50 calls queued on an engine
+            # (runs at once) that was most of a worker's CPU.
             try:
                 while True:
                     engine.advance(self._engine_now())
@@ -473,7 +478,6 @@ class ServerModelBackend:
                         self.clock.sleep(max(seconds, 0.0))
             finally:
                 self._now.in_flight -= 1
-            self._cond.notify_all()  # a departure frees slots: the others re-project
         return [replace(resp, latency_s=f * self.time_scale) for resp, f in zip(responses, call.finish)]
 
     def server_stats(self) -> dict[str, Any]:

@@ -396,6 +396,25 @@ def test_a_failed_run_at_once_leaves_the_shared_store_owner_to_the_other_runs(tw
     assert not parent.workers and not parent.stores
 
 
+def test_runs_at_once_cut_a_round_for_their_part_of_the_workers():
+    """No cluster needed: one run cuts a round into workers x chunks shares; R runs at once cut it into
+    workers x chunks / R, but into no share smaller than the streams while workers allow; every episode in
+    exactly one contiguous share."""
+    from cluster.ray_executor import share_bounds
+
+    assert share_bounds(64, 32, 1).tolist() == list(range(0, 66, 2))  # one run: a share per worker
+    assert share_bounds(64, 32, 1, streams=4).tolist() == list(range(0, 66, 2))  # one run: streams do not merge
+    assert share_bounds(8, 32, 1).tolist() == list(range(9))  # never more shares than episodes
+    assert share_bounds(8, 32, 1, runs=96).tolist() == list(range(9))  # one stream each: a share per episode
+    assert share_bounds(8, 32, 1, runs=96, streams=8).tolist() == [0, 8]  # the day in one share, 8 streams
+    assert np.diff(share_bounds(25, 32, 1, runs=64, streams=4)).tolist() == [4, 3, 4, 3, 4, 3, 4]
+    assert len(share_bounds(25, 4, 1, runs=8, streams=4)) - 1 == 4  # no more shares than workers x chunks
+    assert len(share_bounds(100, 32, 2, runs=3, streams=4)) - 1 == 25
+    for n, w, c, r, s in [(1, 1, 1, 1, 1), (3, 32, 1, 96, 4), (100, 8, 2, 3, 2), (7, 16, 1, 0, 0)]:
+        b = share_bounds(n, w, c, r, s)
+        assert b[0] == 0 and b[-1] == n and all(np.diff(b) >= 1)
+
+
 def test_a_worker_with_several_slots_is_idle_once_per_slot_and_busy_time_is_a_union():
     """No cluster needed: the pool's slot order and the busy-time union of overlapping shares."""
     from cluster.ray_executor import union_s

@@ -76,3 +76,28 @@ def test_concurrent_calls_from_threads_share_the_engine_and_keep_exact_books():
     assert st["max_in_flight"] == 4  # both calls' sequences in one batch
     # one shared batch of 4 (20 steps at 14 ms) takes less engine time than the two calls one after the other
     assert st["busy_s"] < 2 * alone * 0.05 * 0.9
+
+
+def test_callers_are_not_woken_by_each_other(monkeypatch):
+    """A caller sleeps until its projected end (arrivals only delay it): each call projects its end a few times,
+    not once per arrival and departure of every other call (that cost O(calls in flight) per event)."""
+    projections = []
+    real = _EngineState.projected_end
+    monkeypatch.setattr(_EngineState, "projected_end", lambda self, call: projections.append(1) or real(self, call))
+    prof = ServerProfile(decode_step_s=0.010, decode_step_per_seq_s=0.001, prefill_tokens_per_s=1e6, max_num_seqs=4)
+    n = 24
+    server = ServerModelBackend(Fixed([[5 + i % 7] for i in range(n)], [0] * n), prof, time_scale=0.05)
+    start = threading.Barrier(n)
+
+    def call(i):
+        start.wait()
+        server.generate([Request(prompt=str(i))])
+
+    threads = [threading.Thread(target=call, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert server.server_stats()["calls"] == n and server.server_stats()["max_concurrent_calls"] > 1
+    # woken at every other call's arrival and departure, each of the 24 would project about 2 x 24 times
+    assert len(projections) <= 4 * n, len(projections)
