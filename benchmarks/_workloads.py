@@ -70,11 +70,15 @@ def game24(method: str = "tot", server: dict | None = None, episodes: int | None
                     task.llm_factory(exp, spec), "solved", task.round_size(exp, spec))
 
 
-def finance(method: str = "Pipe+ToE", server: dict | None = None, days: int | None = None, seed: int = 0) -> Workload:
+def finance(method: str = "Pipe+ToE", server: dict | None = None, days: int | None = None, seed: int = 0,
+            disk_cache: str | None = None) -> Workload:
+    """``disk_cache``: the ``[embed] disk_cache`` folder (None: the config's own, "auto")."""
     from engine.finance.task import FinanceTask
 
     cfg = load_toml(ROOT / "configs/finance-synthetic.toml")
     cfg["methods"], cfg["seeds"], cfg["llm"], cfg["plots"] = [method], [seed], _llm_table(server), False
+    if disk_cache is not None:
+        cfg["embed"]["disk_cache"] = disk_cache
     if days is not None:  # a cut stream: the config's exploitation date may lie past it; split at T/3 as the task does
         cfg.setdefault("protocol", {})["max_days"] = days
         cfg["protocol"]["exploitation_start"] = ""

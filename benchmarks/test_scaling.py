@@ -224,6 +224,11 @@ EXP_DAYS = int(os.environ.get("TOE_SCALE_EXP_DAYS", 5))
 EXP_ONE_BY_ONE_RUNS = int(os.environ.get("TOE_SCALE_EXP_ONE_BY_ONE", 1))
 
 
+# the finance experiment's machine-wide embedding cache (``[embed] disk_cache``): a new, empty folder for each
+# worker count (measure_experiment), so every row starts cold as a first run does
+EXP_EMBED_CACHE: dict = {}
+
+
 def experiment_workload(task: str, method: str, seed: int, n: int, server: dict | None = SERVER):
     """One run of ``task``'s experiment: ``method`` at ``seed`` on its first ``n`` episodes, in the task's own
     round plan (Prophet Arena's leak-free rounds, Game of 24's ``round_size``, finance's trading day), no
@@ -233,7 +238,7 @@ def experiment_workload(task: str, method: str, seed: int, n: int, server: dict 
     if task == "game24":
         return W.game24(method, server, n, seed=seed)
     if task == "finance":
-        return W.finance(method, server, n, seed=seed)
+        return W.finance(method, server, n, seed=seed, disk_cache=EXP_EMBED_CACHE.get("dir"))
     raise ValueError(f"unknown experiment task {task!r}")
 
 
@@ -334,9 +339,12 @@ def measure_experiment(task: str, w: int) -> list[dict]:
     records are compared with its local run."""
     from types import SimpleNamespace
 
+    import tempfile
+
     from cluster.ray_executor import RayExecutor
     from engine.runner import RunSpec, run_at_once
 
+    EXP_EMBED_CACHE["dir"] = tempfile.mkdtemp(prefix=f"toe-embed-{w}-")
     runs = experiment_runs(task, w)
     got: dict = {}
 

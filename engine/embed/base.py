@@ -83,23 +83,33 @@ class CachedEmbedder:
     ``shared`` names a process-wide cache that every embedder built with the same name
     uses (a backend whose vector for a text does not depend on what else is in the batch,
     e.g. all-MiniLM-L6-v2 on the CPU: every run of an experiment then embeds a text once).
+    ``disk_cache`` (``[embed] disk_cache``: "" off, "auto" or a directory) adds a machine-wide level
+    below it (:mod:`engine.embed.disk_cache`): a text missed in the process is looked up there before the
+    backend runs, so every process on the machine (each Ray worker) embeds a text once between them; only a
+    ``shared`` backend may use it, and it names its identity in :meth:`_disk_identity`.
     ``calls`` counts backend batch calls and ``embedded`` the texts actually sent.
     """
 
     name: str = "embedder"
     dim: int = 0
 
-    def __init__(self, *, dim: int, batch_size: int = 64, cache_size: int = 100_000, shared: tuple | None = None):
+    def __init__(self, *, dim: int, batch_size: int = 64, cache_size: int = 100_000, shared: tuple | None = None,
+                 disk_cache: str = ""):
         if dim <= 0:
             raise InputError(f"dim must be > 0, got {dim}")
         if batch_size <= 0:
             raise InputError(f"batch_size must be > 0, got {batch_size}")
         if cache_size < 0:
             raise InputError(f"cache_size must be >= 0, got {cache_size}")
+        if disk_cache and shared is None:
+            raise InputError(f"{type(self).__name__}: a disk cache needs a backend whose vector of a text does not "
+                             f"depend on its batch (embed.disk_cache is for backend 'minilm' with runtime 'numpy')")
         self.dim = int(dim)
         self.batch_size = int(batch_size)
         self.cache_size = int(cache_size)
         self._shared = shared
+        self.disk_cache = str(disk_cache)
+        self._disk = None  # the DiskCache, built on the first miss (its identity may need the model's files)
         self._attach(OrderedDict())
         self.calls = 0
         self.embedded = 0
@@ -119,8 +129,21 @@ class CachedEmbedder:
 
     def __setstate__(self, state: dict) -> None:
         own = state.pop("_own")
+        state.setdefault("disk_cache", "")  # an embedder pickled before the disk cache existed
+        state.setdefault("_disk", None)
         self.__dict__.update(state)
         self._attach(own if own is not None else OrderedDict())
+
+    def _disk_identity(self) -> tuple:
+        """What the vectors depend on (the disk cache file's name): the shared settings by default."""
+        return (type(self).__name__, *self._shared)
+
+    def _disk_level(self):
+        if self._disk is None:
+            from engine.embed.disk_cache import DiskCache
+
+            self._disk = DiskCache(self.disk_cache, self.name, self._disk_identity(), self.dim)
+        return self._disk
 
     # Backends implement this: raw vectors f4[len(texts), dim] (any norm).
     def _embed_batch(self, texts: list[str]) -> np.ndarray:  # pragma: no cover - abstract
@@ -143,20 +166,32 @@ class CachedEmbedder:
                     out[i] = hit
                 else:
                     todo.setdefault(k, []).append(i)
+        if todo and self.disk_cache:
+            found = self._disk_level().get(list(todo))
+            with self._lock:
+                for k, v in found.items():
+                    out[todo.pop(k)] = v
+                    if self.cache_size:
+                        self._put(k, v)
         if todo:
             uniq = list(todo)
             for start in range(0, len(uniq), self.batch_size):
                 chunk = uniq[start : start + self.batch_size]
                 batch = [texts[todo[k][0]] for k in chunk]
                 vecs = self._checked_batch(batch)
+                if self.disk_cache:
+                    self._disk_level().put(zip(chunk, vecs))
                 with self._lock:
                     for k, v in zip(chunk, vecs):
                         out[todo[k]] = v
                         if self.cache_size:
-                            self._cache[k] = v
-                            while len(self._cache) > self.cache_size:
-                                self._cache.popitem(last=False)
+                            self._put(k, v)
         return out
+
+    def _put(self, k: bytes, v: np.ndarray) -> None:  # under self._lock
+        self._cache[k] = v
+        while len(self._cache) > self.cache_size:
+            self._cache.popitem(last=False)
 
     def _checked_batch(self, batch: list[str]) -> np.ndarray:
         raw = self._embed_batch(batch)

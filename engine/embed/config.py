@@ -38,6 +38,9 @@ class EmbedConfig:
     dim: width for "hashing" (default 384, MiniLM's width); for "openai" the
         expected width (0 = whatever the server returns); must be 384 or 0 for "minilm".
     batch_size: texts per backend call; cache_size: LRU entries (0 = no cache).
+    disk_cache: "minilm" with runtime "numpy" only: "" (off), "auto" (``$TOE_CACHE_DIR/embed``, else
+        ``~/.cache/toe/embed``) or a directory: a machine-wide cache file every process (each Ray worker)
+        reads and fills, so the machine embeds a text once (engine/embed/disk_cache.py).
     word_ngrams, char_ngram_min, char_ngram_max, char_weight, seed: "hashing" only.
     runtime: "minilm" only: "numpy" (the forward pass in NumPy, no torch; CPU) or "torch"
         (sentence-transformers, extra ``embed``); the same vectors.
@@ -50,6 +53,7 @@ class EmbedConfig:
     dim: int = 384
     batch_size: int = 64
     cache_size: int = 100_000
+    disk_cache: str = ""
     word_ngrams: int = 2
     char_ngram_min: int = 3
     char_ngram_max: int = 5
@@ -73,6 +77,9 @@ class EmbedConfig:
               f"embed.device = {self.device!r} needs embed.runtime = 'torch' (the numpy runtime runs on the CPU)")
         check(self.batch_size > 0, f"embed.batch_size must be > 0, got {self.batch_size}")
         check(self.cache_size >= 0, f"embed.cache_size must be >= 0, got {self.cache_size}")
+        check(not self.disk_cache or (self.backend == "minilm" and self.runtime == "numpy"),
+              f"embed.disk_cache is for backend 'minilm' with runtime 'numpy' (a backend whose vector of a text "
+              f"does not depend on its batch), got backend {self.backend!r}, runtime {self.runtime!r}")
         check(1 <= self.word_ngrams <= 8, f"embed.word_ngrams must be in [1, 8], got {self.word_ngrams}")
         check(
             1 <= self.char_ngram_min <= self.char_ngram_max <= 16,
@@ -107,7 +114,7 @@ def make_embedder(cfg: EmbedConfig):
         from engine.embed.minilm import MiniLMEmbedder
 
         return MiniLMEmbedder(runtime=cfg.runtime, device=cfg.device, batch_size=cfg.batch_size,
-                              cache_size=cfg.cache_size)
+                              cache_size=cfg.cache_size, disk_cache=cfg.disk_cache)
     from engine.embed.openai_embed import OpenAIEmbedder
 
     return OpenAIEmbedder(

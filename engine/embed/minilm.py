@@ -88,18 +88,27 @@ class MiniLMEmbedder(CachedEmbedder):
     """Semantic sentence embeddings from all-MiniLM-L6-v2 (mean pooling, unit norm)."""
 
     def __init__(self, *, runtime: str = "numpy", device: str = "cpu", batch_size: int = 64,
-                 cache_size: int = 100_000):
+                 cache_size: int = 100_000, disk_cache: str = ""):
         if runtime not in ("numpy", "torch"):
             raise InputError(f"runtime must be 'numpy' or 'torch', got {runtime!r}")
         if runtime == "numpy" and device != "cpu":
             raise InputError(f"device {device!r} needs runtime 'torch'; the numpy runtime runs on the CPU")
         # The NumPy forward pass gives a text the same vector whatever else is in its batch (each text's
         # attention runs on its own tokens; tested), so every run in the process shares one cache.
+        # ``disk_cache`` (numpy only) shares the vectors with every process on the machine (engine/embed/disk_cache.py)
         super().__init__(dim=DIM, batch_size=batch_size, cache_size=cache_size,
-                         shared=(MODEL_NAME, "numpy") if runtime == "numpy" else None)
+                         shared=(MODEL_NAME, "numpy") if runtime == "numpy" else None, disk_cache=disk_cache)
         self.runtime = runtime
         self.device = device
         self.name = "all-MiniLM-L6-v2"
+
+    def _disk_identity(self) -> tuple:
+        """The model, its weights file (size, modification time) and the forward pass's source."""
+        from engine.embed import bert_numpy
+        from engine.embed.disk_cache import source_digest
+
+        weights = os.stat(os.path.join(model_dir(), "model.safetensors"))
+        return (MODEL_NAME, "numpy", weights.st_size, weights.st_mtime_ns, source_digest(bert_numpy.__file__))
 
     def _embed_batch(self, texts: list[str]) -> np.ndarray:
         if self.runtime == "numpy":
