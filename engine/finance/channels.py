@@ -28,6 +28,7 @@ and docs/finance.md renders the shipped run's table.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 
 @dataclass(frozen=True)
@@ -165,8 +166,12 @@ def industry_names(n: int) -> tuple[str, ...]:
     return tuple(INDUSTRY_NAMES[k] if k < len(INDUSTRY_NAMES) else f"Industry {k}" for k in range(n))
 
 
+@lru_cache(maxsize=1 << 16)
 def match_phrase(text: str) -> tuple[int, int] | None:
-    """``(channel index, polarity)`` of the first channel phrase found in ``text`` (longest match wins)."""
+    """``(channel index, polarity)`` of the first channel phrase found in ``text`` (longest match wins).
+
+    Cached: the simulated policy reads the same news titles in many prompts (5 % of a finance worker's CPU
+    at 16 workers went to scanning them again)."""
     low = text.lower()
     best = None
     for k, ch in enumerate(CHANNELS):
