@@ -344,7 +344,9 @@ def measure_experiment(task: str, w: int) -> list[dict]:
     from cluster.ray_executor import RayExecutor
     from engine.runner import RunSpec, run_at_once
 
-    EXP_EMBED_CACHE["dir"] = tempfile.mkdtemp(prefix=f"toe-embed-{w}-")
+    # TOE_SCALE_EXP_EMBED_CACHE=off: each worker embeds what it meets (the engine before 999dfe0)
+    off = os.environ.get("TOE_SCALE_EXP_EMBED_CACHE", "on") == "off"
+    EXP_EMBED_CACHE["dir"] = "" if off else tempfile.mkdtemp(prefix=f"toe-embed-{w}-")
     runs = experiment_runs(task, w)
     got: dict = {}
 

@@ -123,14 +123,15 @@ class CachedEmbedder:
                 self._cache, self._lock = _SHARED.setdefault(self._shared, (OrderedDict(), threading.Lock()))
 
     def __getstate__(self) -> dict:  # a Ray worker gets the embedder: the lock stays; a shared cache is rejoined there
-        state = {k: v for k, v in self.__dict__.items() if k not in ("_cache", "_lock")}
+        # the disk level is named again where it is opened: the model files it is named by are that machine's
+        state = {k: v for k, v in self.__dict__.items() if k not in ("_cache", "_lock", "_disk")}
         state["_own"] = None if self._shared is not None else OrderedDict(self._cache)
         return state
 
     def __setstate__(self, state: dict) -> None:
         own = state.pop("_own")
         state.setdefault("disk_cache", "")  # an embedder pickled before the disk cache existed
-        state.setdefault("_disk", None)
+        state["_disk"] = None
         self.__dict__.update(state)
         self._attach(own if own is not None else OrderedDict())
 
