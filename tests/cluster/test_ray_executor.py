@@ -360,6 +360,43 @@ def test_pool_hands_a_rounds_shares_to_workers_in_index_order():
     assert pool.has_next() and pool._pending and pool._pending[0][1] == "s3"
 
 
+def test_a_run_at_once_goes_back_to_the_workers_that_hold_it_unless_they_are_busier():
+    """No cluster needed: runs at once share the workers' load; a run's next share goes to a worker that already
+    ran one of its shares (it holds the run's method) unless that worker has more than ``affinity`` shares more
+    in flight than the least loaded one."""
+    from cluster.workers import EpisodePool
+
+    load = [0, 0, 0]
+    calls = []
+    run = lambda actor, value: calls.append(actor) or f"ref-{value}-{len(calls)}"  # noqa: E731
+    a = EpisodePool(["w0", "w1", "w2"], slots=4, load=load, affinity=1)
+    b = EpisodePool(["w0", "w1", "w2"], slots=4, load=load, affinity=1)
+    a.submit(run, "a0")  # all idle: the least loaded, first in index order
+    assert calls == ["w0"] and a.held == {0} and load == [1, 0, 0]
+    b.submit(run, "b0")  # another run: the least loaded
+    assert calls[-1] == "w1" and load == [1, 1, 0]
+    a.submit(run, "a1")  # w0 holds run a but runs a0 now: a round's shares spread, to the least loaded
+    assert calls[-1] == "w2" and a.held == {0, 2} and load == [1, 1, 1]
+    a._future_to_task.clear()  # run a's round is in (its shares came back): its workers hold it, idle for it
+    load[:] = [2, 1, 1]  # other runs keep w0 busy
+    a.submit(run, "a2")  # of the workers holding run a, the least loaded (w2; w1 as loaded but without it)
+    assert calls[-1] == "w2" and load == [2, 1, 2]
+    a._future_to_task.clear()
+    a.submit(run, "a3")  # w0 and w2 hold it, both one busier than w1: back to one of them (w0, idle order)
+    assert calls[-1] == "w0" and load == [3, 1, 2]
+    a._future_to_task.clear()
+    a.submit(run, "a4")  # w2 (load 2) is one busier than w1 and holds it; w0 (3) is two busier
+    assert calls[-1] == "w2" and a.held == {0, 2}
+    a._future_to_task.clear()
+    load[:] = [3, 0, 2]
+    a.submit(run, "a5")  # every worker holding it is two or more busier than w1: w1, which now holds it too
+    assert calls[-1] == "w1" and a.held == {0, 1, 2}
+    plain = EpisodePool(["w0", "w1", "w2"], slots=4, load=[2, 0, 0], affinity=-1)  # affinity off: least loaded
+    plain.held = {0}
+    plain.submit(run, "c0")
+    assert calls[-1] == "w1"
+
+
 def test_a_refused_apply_fails_the_run_even_when_no_checkpoint_waits_for_it(two_workers):
     # Without a checkpoint the driver does not wait for the store owners' acknowledgements (the next
     # round's snapshot queues behind the apply); a refused apply must still fail the run.
