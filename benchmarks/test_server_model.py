@@ -32,15 +32,6 @@ CALLS = int(os.environ.get("TOE_BENCH_CALLS", 200))
 RATE = float(os.environ.get("TOE_BENCH_RATE", 12.0))  # calls arriving per second
 
 
-def _ahead(engine: _EngineState, call: _Call) -> float:
-    memo: dict = {}
-    sim = copy.deepcopy(engine, memo)
-    mine = memo[id(call)]
-    while mine.pending:
-        sim._do(*sim._next())
-    return sim.t
-
-
 def _states(seed: int = 0):
     """(engine, pending calls) after each arrival of the seeded stream (deep copies: each pass reads the same)."""
     rng = random.Random(seed)
@@ -70,7 +61,7 @@ def test_projection_against_running_the_engine_ahead():
     times = {"run_ahead": [], "projected_end": []}
     ends = {}
     for _ in range(REPEATS):
-        t, ends["run_ahead"] = _pass(_ahead, states)
+        t, ends["run_ahead"] = _pass(lambda e, c: e.run_ahead_end(c), states)
         times["run_ahead"].append(t)
         t, ends["projected_end"] = _pass(lambda e, c: e.projected_end(c), states)
         times["projected_end"].append(t)

@@ -58,6 +58,7 @@ constant in ``[llm.server_model]`` (0 keeps the reference's value).
 from __future__ import annotations
 
 import bisect
+import copy
 import heapq
 import math
 import threading
@@ -350,6 +351,16 @@ class _EngineState:
             if ev[1] > now + 1e-9:  # 1 ns: the clock's rounding
                 return
             self._do(*ev)
+
+    def run_ahead_end(self, call: _Call) -> float:
+        """The reference for :meth:`projected_end`: this engine on a deep copy, event by event (:meth:`_next`,
+        :meth:`_do`), until the copy of ``call`` is done; the copy's clock then. The state is left as it is."""
+        memo: dict = {}
+        sim = copy.deepcopy(self, memo)
+        mine = memo[id(call)]
+        while mine.pending:
+            sim._do(*sim._next())
+        return sim.t
 
     def projected_end(self, call: _Call) -> float:
         """When ``call`` finishes if no other call arrives (engine seconds).
