@@ -347,6 +347,10 @@ def measure_experiment(task: str, w: int) -> list[dict]:
     # TOE_SCALE_EXP_EMBED_CACHE=off: each worker embeds what it meets (the engine before 999dfe0)
     off = os.environ.get("TOE_SCALE_EXP_EMBED_CACHE", "on") == "off"
     EXP_EMBED_CACHE["dir"] = "" if off else tempfile.mkdtemp(prefix=f"toe-embed-{w}-")
+    # TOE_SCALE_EXP_AFFINITY=-1: every share to the least loaded worker (the placement before e2915d2)
+    import cluster.workers
+
+    cluster.workers.AFFINITY = int(os.environ.get("TOE_SCALE_EXP_AFFINITY", cluster.workers.AFFINITY))
     runs = experiment_runs(task, w)
     got: dict = {}
 

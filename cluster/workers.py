@@ -194,13 +194,13 @@ class EpisodePool:
 
     def __init__(self, actors: Sequence["ray.actor.ActorHandle"], max_restarts: int = 2, max_attempts: int = 3,
                  slots: int = 1, on_lost: Callable[[int], None] | None = None, load: list[int] | None = None,
-                 affinity: int = AFFINITY):
+                 affinity: int | None = None):
         self._actors = list(actors)
         # shares in flight on each actor over every pool that shares it (runs at once): the next share goes to
         # the least loaded idle actor, or to one that already holds this pool's run when that one is at most
         # ``affinity`` shares busier (below); None: this pool's idle order alone
         self.load = load
-        self.affinity = affinity
+        self.affinity = AFFINITY if affinity is None else affinity  # the module's, read when the pool is made
         self.held: set[int] = set()  # actors that ran a share of this pool's run (they hold its method)
         # called with an actor's index when a share was lost with it (the actor died, or restarted and
         # reported ReplicaLost): the caller can rebuild what the actor held before its next share
