@@ -57,7 +57,7 @@ from ray.util.placement_group import placement_group, remove_placement_group
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy, PlacementGroupSchedulingStrategy
 
 from cluster.auth import connection_hint, enable_driver_token_auth
-from cluster.store_actors import StoreOwner
+from cluster.store_actors import StoreOwner, pickle_method
 from cluster.workers import EpisodePool, EpisodeWorker, ReplicaLost
 from engine.errors import BackendError, ConfigError
 from cluster.resources import check_cluster_resources
@@ -386,7 +386,7 @@ class RayExecutor(RoundLoop):
                     self.stores += [store_cls.remote() for _ in range(shards - len(self.stores))]
                 self._active_stores = self.stores[:shards]
             self._run_key = uuid.uuid4().hex
-            loaded = [s.load.remote(self._run_key, None if shards == 1 else k, part,
+            loaded = [s.load.remote(self._run_key, None if shards == 1 else k, pickle_method(part),
                                     None if cursor is None else str(cursor.state_dir(None if shards == 1 else k)))
                       for k, (s, part) in enumerate(zip(self._active_stores, parts))]
         shape = (self.streams_per_worker, self.shares_per_worker, self.concurrent_runs)

@@ -530,13 +530,30 @@ def test_an_equal_llm_factory_keeps_the_workers_and_a_different_one_restarts_the
     assert not set(pids()) & set(first)
 
 
+def test_a_store_owner_unpickles_its_own_writable_copy_of_the_method():
+    """The owner loads a run from the driver's pickle: its own objects, arrays it can write, the driver's
+    method untouched by its applies; anything but a pickle is refused by name."""
+    from cluster.store_actors import StoreOwner, pickle_method
+
+    driver = ToyMethod()
+    owner = StoreOwner()
+    owner.load("a", None, pickle_method(driver))
+    held = owner.runs["a"].method
+    assert held is not driver and all(v.flags.writeable for v in held.table.values())
+    assert all(np.array_equal(held.table[k], v) for k, v in driver.table.items())
+    held.table["score"][:] = 0.0
+    assert driver.table["score"][0] == 0.5
+    with pytest.raises(TypeError, match="pickled .*ToyMethod"):
+        owner.load("b", None, driver)
+
+
 def test_a_store_owner_refuses_a_run_it_does_not_hold():
     """Each call names its run: one never loaded, or already exported, is a clear error, not another run's state."""
-    from cluster.store_actors import StoreOwner
+    from cluster.store_actors import StoreOwner, pickle_method
     from engine.errors import StoreError
 
     owner = StoreOwner()
-    owner.load("a", None, ToyMethod())
+    owner.load("a", None, pickle_method(ToyMethod()))
     assert owner.held() == ["a"]
     with pytest.raises(StoreError, match="holds no run 'b'"):
         owner.snapshot("b")

@@ -172,10 +172,13 @@ def test_files_are_written_atomically_and_errors_name_the_file(tmp_path):
         codec.read(tmp_path / "missing.data")
 
 
-# The one unpickle the engine does, and why it reads no file: ForecastContext.__reduce__ nests the context's
+# The two unpickles the engine does, and why neither reads a file: ForecastContext.__reduce__ nests the context's
 # state as bytes inside the pickle stream of a run's method (what Ray ships to a worker), decoded only where the
-# process does not hold the context yet. Those bytes exist only inside a stream that is itself being unpickled.
-NESTED_PICKLE = {"engine/forecast/round_methods.py: pickle\\.loads?\\(": 1}
+# process does not hold the context yet; those bytes exist only inside a stream that is itself being unpickled. A
+# store owner unpickles the run's method that the driver pickled and passed in the call (StoreOwner.load): what Ray
+# unpickled from the same call before, as its argument, with read-only arrays to deep-copy.
+NESTED_PICKLE = {"engine/forecast/round_methods.py: pickle\\.loads?\\(": 1,
+                 "cluster/store_actors.py: pickle\\.loads?\\(": 1}
 
 
 def test_no_pickle_is_read_anywhere_in_the_engine():
