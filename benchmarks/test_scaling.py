@@ -24,7 +24,8 @@ once. Every configuration's records are compared with the local executor's (one 
 same round size and ``pipeline_rounds`` (plain simulated backend: the server model changes no text). A second test measures snapshots of 10^5..10^7-experience stores: size,
 ``snapshot()`` time and distribution to W workers through Ray's object store. ``test_experiment_at_once``
 runs the Prophet Arena experiment with every run at once; ``test_context_memory_per_run`` measures what each
-run at once adds to a worker's memory (``TOE_SCALE_CONTEXT_RUNS`` methods, 48).
+run at once adds to a worker's memory (``TOE_SCALE_CONTEXT_RUNS`` methods, 48); ``test_store_owner_load`` what
+the store owner pays to take one run at once, against its former deep copy in the same run.
 
     python -m pytest benchmarks/test_scaling.py -s -p no:cacheprovider
 
@@ -616,3 +617,45 @@ def test_context_memory_per_run(tmp_path):
     assert row["shared_unpickle_ms"] < row["copies_unpickle_ms"]  # a held context is not decoded again
     old = json.loads((RESULTS / "scaling.json").read_text()) if (RESULTS / "scaling.json").exists() else {}
     (RESULTS / "scaling.json").write_text(json.dumps({**old, "context_memory": row}, indent=2) + "\n")
+
+
+def test_store_owner_load(ray_cluster, tmp_path):
+    """What the store owner pays to take one run at once (it loads every run in turn while they start), through
+    Ray's object store as on the cluster, CPU time, interleaved, medians: the engine (the driver pickles the method,
+    ``StoreOwner.load`` unpickles its own writable copy) against, in the same run, the owner before d1127c7 (the
+    method as the call's argument, deserialized with read-only arrays, then deep-copied). Game of 24 ToT+ToE and
+    finance Pipe+ToE (Prophet Arena's too with ``TOE_PA_DATA``)."""
+    import copy
+
+    from cluster.store_actors import StoreOwner, pickle_method
+
+    EXP_EMBED_CACHE["dir"] = str(tmp_path / "embed")
+    tasks = [("game24", "toe"), ("finance", "Pipe+ToE")]
+    if os.environ.get("TOE_PA_DATA"):
+        tasks.append(("prophet-arena", "memrl"))
+    owner, rows = StoreOwner(), []
+    for task, method in tasks:
+        m = experiment_workload(task, method, 0, EXP_SIZES[task][1]).method()
+
+        def engine():
+            owner.load("run", None, ray.get(ray.put(pickle_method(m))))
+
+        def before():
+            copy.deepcopy(ray.get(ray.put(m)))
+
+        cpu = {"engine": [], "before": []}
+        for _ in range(int(os.environ.get("TOE_SCALE_OWNER_REPEATS", 15))):
+            for name, fn in (("engine", engine), ("before", before)):
+                t = time.process_time()
+                fn()
+                cpu[name].append(time.process_time() - t)
+        held = owner.runs["run"].method
+        assert type(held) is type(m) and held is not m
+        row = {"task": task, "method": method, "pickle_mb": len(pickle_method(m)) / 1e6,
+               **{f"{k}_ms": 1e3 * float(np.median(v)) for k, v in cpu.items()}}
+        row["before_over_engine"] = row["before_ms"] / row["engine_ms"]
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    assert all(r["engine_ms"] > 0 for r in rows)
+    old = json.loads((RESULTS / "scaling.json").read_text()) if (RESULTS / "scaling.json").exists() else {}
+    (RESULTS / "scaling.json").write_text(json.dumps({**old, "store_owner_load": rows}, indent=2) + "\n")
