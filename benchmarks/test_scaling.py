@@ -619,6 +619,56 @@ def test_context_memory_per_run(tmp_path):
     (RESULTS / "scaling.json").write_text(json.dumps({**old, "context_memory": row}, indent=2) + "\n")
 
 
+def test_store_owner_loads_at_once(tmp_path):
+    """What one process pays to load every run at once and hold them (a store owner at the start of runs at once;
+    a worker does the same with each run it meets), CPU time of ``TOE_SCALE_OWNER_LOADS`` (96) loads, 3 repeats
+    interleaved, medians: ``StoreOwner.load`` (the collector off during the unpickle, the result frozen:
+    :func:`cluster.store_actors.freeze_held`) against, in the same run, the unpickle with the collector on as
+    before. Each repeat starts from nothing held, nothing frozen. Finance's three ToE rows and Game of 24's ToT
+    and ToT+ToE, 4 seeds each (Prophet Arena's three methods too with ``TOE_PA_DATA``)."""
+    import gc
+    import pickle
+
+    from cluster.store_actors import StoreOwner, pickle_method
+
+    EXP_EMBED_CACHE["dir"] = str(tmp_path / "embed")
+    n = int(os.environ.get("TOE_SCALE_OWNER_LOADS", 96))
+    tasks = ["game24", "finance"] + (["prophet-arena"] if os.environ.get("TOE_PA_DATA") else [])
+    rows = []
+    for task in tasks:
+        methods, size = EXP_SIZES[task]
+        blobs = [pickle_method(experiment_workload(task, m, s, size).method()) for s in range(4) for m in methods]
+
+        def engine():
+            owner = StoreOwner()
+            for k in range(n):
+                owner.load(f"run{k}", None, blobs[k % len(blobs)])
+            return owner
+
+        def before():
+            return [pickle.loads(blobs[k % len(blobs)]) for k in range(n)]
+
+        cpu = {"engine": [], "before": []}
+        for _ in range(3):
+            for name, fn in (("engine", engine), ("before", before)):
+                gc.unfreeze()
+                gc.collect()
+                t = time.process_time()
+                held = fn()
+                cpu[name].append(time.process_time() - t)
+                del held
+        gc.unfreeze()
+        gc.collect()
+        row = {"task": task, "loads": n, "pickle_mb": float(np.mean([len(b) for b in blobs])) / 1e6,
+               **{f"{k}_ms_per_load": 1e3 * float(np.median(v)) / n for k, v in cpu.items()}}
+        row["before_over_engine"] = row["before_ms_per_load"] / row["engine_ms_per_load"]
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    assert all(r["engine_ms_per_load"] > 0 for r in rows)
+    old = json.loads((RESULTS / "scaling.json").read_text()) if (RESULTS / "scaling.json").exists() else {}
+    (RESULTS / "scaling.json").write_text(json.dumps({**old, "store_owner_loads_at_once": rows}, indent=2) + "\n")
+
+
 def test_store_owner_load(ray_cluster, tmp_path):
     """What the store owner pays to take one run at once (it loads every run in turn while they start), through
     Ray's object store as on the cluster, CPU time, interleaved, medians: the engine (the driver pickles the method,

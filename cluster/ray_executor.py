@@ -87,6 +87,9 @@ class Fleet:
         self.llm_factory = None
         self.shape = None
         self.load = [0] * n_workers
+        # every worker answered since they were built or one was last lost: a run at once starts without asking
+        # them again (RayExecutor._start)
+        self.answered = False
         self.runs = 0  # runs in progress on these workers (a run's round is cut for its part of them)
         self.stores: list = []  # StoreOwner handles: shard k of every run at once is owner k's (store_actors)
 
@@ -239,8 +242,10 @@ class RayExecutor(RoundLoop):
         self._acks: list = []  # the store owners' apply calls in flight
 
     # the workers and what they were built from live in the fleet, which forks share (concurrent runs)
-    workers = property(lambda self: self._fleet.workers,
-                       lambda self, value: setattr(self._fleet, "workers", value))
+    def _set_workers(self, value) -> None:
+        self._fleet.workers, self._fleet.answered = value, False
+
+    workers = property(lambda self: self._fleet.workers, _set_workers)
     _llm_factory = property(lambda self: self._fleet.llm_factory,
                             lambda self, value: setattr(self._fleet, "llm_factory", value))
     _streams = property(lambda self: self._fleet.shape, lambda self, value: setattr(self._fleet, "shape", value))
@@ -404,10 +409,18 @@ class RayExecutor(RoundLoop):
             self._method_ref = ray.put(method)  # put once per run, fetched once by each worker
             # runs at once: each share names its run's LLM config (the worker builds a backend for it once)
             self._run_llm = None if self._owns_fleet else llm_factory
-            self._await_actors(loaded, llm_factory)
+            # a run at once on workers that have all answered waits for its own store owners only, outside the
+            # lock: asking 32 busy workers and waiting for its load in turn took ~115 ms a run, so finance's 96
+            # runs started over ~10 s (benchmarks/results/scaling.md)
+            ask = self.concurrent_runs == 1 or not self._fleet.answered
+            if ask:
+                self._await_actors(loaded, llm_factory)
+                self._fleet.answered = True
+        if not ask:
+            self._await_actors(loaded, llm_factory, ask=False)
         self._startup_s = time.perf_counter() - t0  # process start, LLM backend build: not per-round cost
         self.pool = EpisodePool(self.workers, self.max_restarts, self.max_attempts, self.shares_per_worker,
-                                on_lost=self._replica_lost if self._use_replicas else None,
+                                on_lost=self._lost,
                                 load=self._fleet.load if self.concurrent_runs > 1 else None)
         self._per_worker = [{"episodes": 0, "llm_calls": 0, "spans": [], "cpu": {}} for _ in range(self.n_workers)]
         self._server_start, self._server_now = {}, {}
@@ -435,19 +448,19 @@ class RayExecutor(RoundLoop):
             self.pool.submit(submit, batch[a:b])
         return index, progress
 
-    def _await_actors(self, loaded: list, llm_factory) -> None:
-        """Wait until the store owners have loaded and every worker answers, within ``startup_timeout_s``.
+    def _await_actors(self, loaded: list, llm_factory, ask: bool = True) -> None:
+        """Wait until the store owners have loaded and (``ask``) every worker answers, within ``startup_timeout_s``.
 
         A reused worker that Ray is restarting (a loaded cluster is slow to bring one back after a
         crash) answers ``ActorUnavailableError``: it is asked again until the deadline. One that will
         not come back (``ActorDiedError``: its restarts are spent) is replaced by a new worker.
         """
         deadline = time.monotonic() + self.startup_timeout_s
-        pings = [w.pid.remote() for w in self.workers]
+        pings = [w.pid.remote() for w in self.workers] if ask else []
 
         def too_slow(n_pending: int) -> BackendError:
             return BackendError(
-                f"{n_pending} of {len(loaded) + len(self.workers)} actors did not start within "
+                f"{n_pending} of {len(loaded) + len(pings)} actors did not start within "
                 f"{self.startup_timeout_s} s; the cluster may lack the resources asked for "
                 f"({self.n_workers} workers x num_cpus={self.num_cpus_per_worker}, "
                 f"num_gpus={self.num_gpus_per_worker}); cluster resources: {ray.available_resources()}")
@@ -457,7 +470,7 @@ class RayExecutor(RoundLoop):
         if pending:
             raise too_slow(len(pending))
         ray.get(loaded)
-        for i in range(len(self.workers)):
+        for i in range(len(pings)):
             while True:
                 try:
                     ray.get(pings[i], timeout=max(0.0, deadline - time.monotonic()))
@@ -486,6 +499,13 @@ class RayExecutor(RoundLoop):
         start, counts, refs = self._missing_rounds(i, index)
         self._replica_rounds[i] = index
         return actor.run_on_replica.remote([self._method_ref], index, episodes, start, counts, *refs)
+
+    def _lost(self, i: int) -> None:
+        """Worker ``i`` died or restarted under a share: the next run at once asks every worker again (and
+        replaces one that will not come back); in replica mode, its replica is rebuilt."""
+        self._fleet.answered = False
+        if self._use_replicas:
+            self._replica_lost(i)
 
     def _replica_lost(self, i: int) -> None:
         self._replica_rounds[i] = None  # its next share rebuilds the replica from round 0

@@ -30,6 +30,7 @@ from typing import Any, Callable, Sequence
 import ray
 import ray.util
 
+from cluster.store_actors import freeze_held, thaw_held
 from engine.errors import BackendError
 from engine.executor import (
     WorkerBackends, check_streams, freeze, merge_usage, run_streams, server_books, stream_pool,
@@ -83,8 +84,12 @@ class EpisodeWorker:
             method = ray.get(method_ref[0])
             with self._lock:
                 self._methods[key] = method
+                evicted = len(self._methods) > self._keep
                 while len(self._methods) > self._keep:
                     self._methods.pop(next(iter(self._methods)))
+            if evicted:  # that run has ended
+                thaw_held()
+            freeze_held()  # the run's method lives here as long as the run (store_actors.freeze_held)
         return key, method
 
     def books(self) -> dict[str, Any] | None:

@@ -127,7 +127,7 @@ def _read(path: Path, what: str) -> dict[str, Any]:
 
 def _check(name: str, path: Path, data: Mapping[str, Any], complete: bool) -> dict[str, str]:
     import jinja2
-    import jinja2.meta
+    from jinja2 import meta  # not ``jinja2.meta``: another thread's first import may not have set the attribute yet
 
     spec = _SPECS[name]
     unknown = sorted(set(data) - set(spec))
@@ -145,7 +145,7 @@ def _check(name: str, path: Path, data: Mapping[str, Any], complete: bool) -> di
             raise TemplateError(f"template file {str(path)!r}: prompt {prompt!r} must be a string, "
                                 f"got {type(text).__name__}")
         try:
-            found = jinja2.meta.find_undeclared_variables(env.parse(text))
+            found = meta.find_undeclared_variables(env.parse(text))
         except jinja2.TemplateSyntaxError as exc:
             raise TemplateError(f"template file {str(path)!r}: prompt {prompt!r} is not a valid Jinja2 template "
                                 f"(line {exc.lineno}: {exc.message})") from None

@@ -433,6 +433,31 @@ def test_a_failed_run_at_once_leaves_the_shared_store_owner_to_the_other_runs(tw
     assert not parent.workers and not parent.stores
 
 
+def test_a_run_at_once_asks_the_workers_again_only_after_one_was_lost(two_workers, monkeypatch):
+    """The first run at once asks every worker under the fleet's lock; a later one waits for its own store owner
+    only, until a pool reports a lost worker: then the next run asks (and replaces a dead worker) again. The
+    records are the local run's either way."""
+    asked = []
+    original = RayExecutor._await_actors
+
+    def spy(self, loaded, llm_factory, ask=True):
+        asked.append(ask)
+        return original(self, loaded, llm_factory, ask)
+
+    monkeypatch.setattr(RayExecutor, "_await_actors", spy)
+    parent = RayExecutor(workers=1, num_cpus_per_worker=0.5, concurrent_runs=2)
+    try:
+        for lose in (False, True, False):
+            fork, m = parent.fork(), ToyMethod()
+            assert_same_run((m, fork.run(m, EPISODES, ToyLLMFactory(), ROUND)), local_run())
+            if lose:
+                fork._lost(0)  # what its pool calls when a worker dies under a share
+        assert asked == [True, False, True]
+    finally:
+        parent.close()
+    assert not parent._fleet.answered  # killed with the workers
+
+
 def test_runs_at_once_cut_a_round_for_their_part_of_the_workers():
     """No cluster needed: one run cuts a round into workers x chunks shares; R runs at once cut it into
     workers x chunks / R, but into no share smaller than the streams while workers allow; every episode in
@@ -545,6 +570,47 @@ def test_a_store_owner_unpickles_its_own_writable_copy_of_the_method():
     assert driver.table["score"][0] == 0.5
     with pytest.raises(TypeError, match="pickled .*ToyMethod"):
         owner.load("b", None, driver)
+
+
+class _Cycle:
+    """Garbage only the cyclic collector frees (it refers to itself)."""
+
+    def __init__(self):
+        self.me = self
+
+
+def test_a_store_owner_keeps_its_runs_out_of_the_collectors_scans_until_a_run_ends():
+    """A loaded run is frozen (gc.freeze: no collection scans it again); its method is freed when the run is
+    exported, and garbage frozen with it is collected at the first load after a run ended."""
+    import gc
+    import weakref
+
+    from cluster.store_actors import StoreOwner, pickle_method
+
+    owner = StoreOwner()
+    collecting = gc.isenabled()
+    gc.disable()  # the cycle below stays garbage until a collection this test controls
+    try:
+        gc.unfreeze()
+        gc.collect()
+        junk = _Cycle()
+        cycle = weakref.ref(junk)
+        del junk
+        owner.load("a", None, pickle_method(ToyMethod()))
+        assert gc.get_freeze_count() > 0 and not gc.isenabled()  # frozen; the caller's setting restored
+        method = weakref.ref(owner.runs["a"].method)
+        gc.collect()
+        assert cycle() is not None  # frozen with the run: no collection frees it
+        owner.export("a")
+        assert method() is None and gc.get_freeze_count() == 0  # freed by reference counting; all thawed
+        owner.load("b", None, pickle_method(ToyMethod()))
+        assert cycle() is None  # the first load after a run ended collected it
+        owner.drop("b")
+        assert gc.get_freeze_count() == 0
+    finally:
+        gc.unfreeze()
+        if collecting:
+            gc.enable()
 
 
 def test_a_store_owner_refuses_a_run_it_does_not_hold():

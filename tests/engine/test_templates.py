@@ -335,3 +335,17 @@ def test_the_finance_prompt_pair_matches_the_prompt_functions():
     exps = [P.ExperienceLine(1, ("Banks", "Rates", "Higher margins"), (1.1, 0.9))]
     args = ("Banks", "2024-01-02", (5, 10), news)
     assert P.predict_prompts(*args, exps, ["- m"]) == (P.predict_prompt(*args, exps, ["- m"]), P.predict_prompt(*args))
+
+
+def test_loading_a_set_survives_another_threads_first_import_of_jinja2_meta(monkeypatch):
+    """Threads of a worker load a set at once: one thread's ``import jinja2.meta`` puts the module in
+    ``sys.modules`` before it sets ``jinja2.meta``; a thread checking templates in that window must not fail
+    (a finance worker did: AttributeError: module 'jinja2' has no attribute 'meta')."""
+    import sys
+
+    import jinja2
+    import jinja2.meta
+
+    monkeypatch.delattr(jinja2, "meta")  # the window: the module loaded, the package attribute not yet set
+    assert "jinja2.meta" in sys.modules
+    assert templates.load("finance").name == "finance"
