@@ -44,9 +44,6 @@ def pickle_method(method) -> bytes:
     return cloudpickle.dumps(method)
 
 
-_THAWED = [False]  # a run ended since this process last froze (thaw_held)
-
-
 def freeze_held() -> None:
     """Keep every object this process holds now out of the cyclic garbage collector's later scans
     (:func:`gc.freeze`): called once a run's method is loaded (by a store owner, or fetched by a worker), as the
@@ -58,20 +55,17 @@ def freeze_held() -> None:
     (``benchmarks/test_scaling.py::test_store_owner_loads_at_once``): finance 6.8 ms with the collector on, 1.8 ms
     with it off during the unpickle and the result frozen (3.7x); Game of 24 and Prophet Arena 0.1 and 0.5 ms
     either way (few objects each: arrays, and the shared context unpickled once per process).
-    Frozen objects are still freed by reference counting; what only the collector frees (reference cycles, the
-    ended run's or garbage that was frozen with it) is collected at the first freeze after a run ended
-    (:func:`thaw_held`): once per run for runs one after another, never between the loads of runs at once.
+    Frozen objects are still freed by reference counting. What only the collector frees (reference cycles: the
+    ended run's, or garbage that was frozen with it) goes back to it when a run ends (:func:`thaw_held`) and is
+    collected by its next full collection; none is forced (that would be a full collection in every worker at
+    each short run of the default executor).
     """
-    if _THAWED[0]:
-        gc.collect()
-        _THAWED[0] = False
     gc.freeze()
 
 
 def thaw_held() -> None:
     """A run this process held has ended: every frozen object back under the collector (:func:`freeze_held`)."""
     gc.unfreeze()
-    _THAWED[0] = True
 
 
 class _Shard:
