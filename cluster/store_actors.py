@@ -46,8 +46,8 @@ def pickle_method(method) -> bytes:
 
 def freeze_held() -> None:
     """Keep every object this process holds now out of the cyclic garbage collector's later scans
-    (:func:`gc.freeze`): called once a run's method is loaded (by a store owner, or fetched by a worker), as the
-    method lives as long as its run.
+    (:func:`gc.freeze`): called once a run's method is loaded (by a store owner, or fetched by a worker serving
+    runs at once), as the method lives as long as its run.
 
     Unpickling a method allocates tens of thousands of containers; with the collector scanning them, each load
     paid for collections over every method the process already held (a full collection each time the heap had
@@ -58,7 +58,7 @@ def freeze_held() -> None:
     Frozen objects are still freed by reference counting. What only the collector frees (reference cycles: the
     ended run's, or garbage that was frozen with it) goes back to it when a run ends (:func:`thaw_held`) and is
     collected by its next full collection; none is forced (that would be a full collection in every worker at
-    each short run of the default executor).
+    each short run of the default executor, whose workers, holding two methods at most, do not freeze).
     """
     gc.freeze()
 

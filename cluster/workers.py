@@ -87,9 +87,10 @@ class EpisodeWorker:
                 evicted = len(self._methods) > self._keep
                 while len(self._methods) > self._keep:
                     self._methods.pop(next(iter(self._methods)))
-            if evicted:  # that run has ended
+            if evicted:  # that run has ended: what only the collector frees goes back to it
                 thaw_held()
-            freeze_held()  # the run's method lives here as long as the run (store_actors.freeze_held)
+            elif self._keep > 2:  # runs at once: many runs' methods held here (store_actors.freeze_held)
+                freeze_held()
         return key, method
 
     def books(self) -> dict[str, Any] | None:
