@@ -295,7 +295,7 @@ def verify_answer(line: str, puzzle_numbers, target: Fraction | int = TARGET) ->
             stated_text = sides[-1]
         m = re.match(rf"^\s*(-?\s*{_NUM})(?:/({_NUM}))?(?!\d|\.\d|\s*[-+*/(]\s*\d)", stated_text)
         if m:
-            stated = Fraction(m.group(1).replace(" ", ""))
+            stated = Fraction("".join(m.group(1).split()))
             if m.group(2):
                 den = Fraction(m.group(2))
                 stated = stated / den if den else None
@@ -342,7 +342,7 @@ def _literal(text: str) -> Fraction | None:
     m = _LITERAL.fullmatch(text)
     if not m:
         return None
-    num = Fraction(m.group(1).replace(" ", ""))
+    num = Fraction("".join(m.group(1).split()))
     if m.group(2) is None:
         return num
     den = Fraction(m.group(2))
