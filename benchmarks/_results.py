@@ -77,3 +77,21 @@ def record(topic: str, key: str, figures: dict, *, command: str | None = None, n
     write_text(path, json.dumps(data, indent=1) + "\n")
     print(f"\n[benchmark results] {topic}/{key} written to {path}")
     return path
+
+
+def read_sections(name: str, *, results: Path = RESULTS) -> dict:
+    """The sections of ``results/<name>.json`` written by :func:`write_sections` ({} when there is none yet)."""
+    path = Path(results) / f"{name}.json"
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+
+
+def write_sections(name: str, *, results: Path = RESULTS, **sections) -> Path:
+    """Replace ``sections`` of ``results/<name>.json`` and keep its other sections (the scaling study's file:
+    ``rows``, ``experiment``, ``stores``, ... each written by its own benchmark); written atomically."""
+    if not sections:
+        raise ValueError(f"write_sections({name!r}) needs at least one section")
+    path = Path(results) / f"{name}.json"
+    data = {**read_sections(name, results=results), **json.loads(json.dumps(sections))}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_text(path, json.dumps(data, indent=2) + "\n")
+    return path

@@ -57,6 +57,7 @@ ray = pytest.importorskip("ray")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _workloads as W  # noqa: E402
+from _results import read_sections, write_sections  # noqa: E402
 from engine.executor import LocalExecutor  # noqa: E402
 from engine.markdown import table as markdown_table  # noqa: E402
 
@@ -195,10 +196,10 @@ def test_scaling(ray_cluster):
             "rounds": ROUNDS,
             "game24_pipeline_rounds": PIPELINE, "cores": os.cpu_count(),
             "command": "python -m pytest benchmarks/test_scaling.py -s -p no:cacheprovider"}
-    old = json.loads((RESULTS / "scaling.json").read_text()) if (RESULTS / "scaling.json").exists() else {}
+    old = read_sections("scaling")
     # a run of some tasks (TOE_SCALE_TASKS) replaces their rows and keeps the other tasks' rows
     rows = [r for r in old.get("rows", []) if r["task"] not in TASKS] + rows
-    (RESULTS / "scaling.json").write_text(json.dumps({**old, "meta": meta, "rows": rows}, indent=2) + "\n")
+    write_sections("scaling", meta=meta, rows=rows)
     _plot(rows, RESULTS / "scaling_efficiency.png", old.get("experiment", {}).get("rows", []))
     print("\n" + table(rows))
     assert all(r["identical_to_local"] for r in rows)
@@ -434,7 +435,7 @@ def test_experiment_at_once(ray_cluster):
     for task in EXP_TASKS:
         for w in EXP_WORKERS:
             rows += measure_experiment(task, w)
-    old = json.loads((RESULTS / "scaling.json").read_text()) if (RESULTS / "scaling.json").exists() else {}
+    old = read_sections("scaling")
     meta = {"simulated": True, "server": SERVER, "seeds_per_worker": EXP_SEEDS_PER_WORKER,
             "streams_per_worker": EXP_STREAMS, "cores": os.cpu_count(),
             "tasks": {"prophet-arena": {"methods": EXP_METHODS, "episodes_per_run": EXP_QUESTIONS},
@@ -445,9 +446,7 @@ def test_experiment_at_once(ray_cluster):
     mine = {(r["task"], r["workers"]) for r in rows}
     kept = [r for r in old.get("experiment", {}).get("rows", []) if (r["task"], r["workers"]) not in mine]
     rows = sorted(kept + rows, key=lambda r: (r["task"], r["workers"], -r["at_once"]))
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "scaling.json").write_text(json.dumps({**old, "experiment": {"meta": meta, "rows": rows}},
-                                                     indent=2) + "\n")
+    write_sections("scaling", experiment={"meta": meta, "rows": rows})
     _plot([r for r in old.get("rows", [])], RESULTS / "scaling_efficiency.png", rows)
     print("\n" + experiment_table(rows))
     for task in EXP_TASKS:
@@ -543,8 +542,7 @@ def test_snapshot_size_and_distribution(ray_cluster):
         print(json.dumps(rows[-1]), flush=True)
         del snap, views, vref, st
     RESULTS.mkdir(exist_ok=True)
-    old = json.loads((RESULTS / "scaling.json").read_text()) if (RESULTS / "scaling.json").exists() else {}
-    (RESULTS / "scaling.json").write_text(json.dumps({**old, "stores": rows}, indent=2) + "\n")
+    write_sections("scaling", stores=rows)
 
 
 def test_idle_worker_overhead(ray_cluster):
@@ -570,8 +568,7 @@ def test_idle_worker_overhead(ray_cluster):
             ray.kill(a)
         time.sleep(3)
     assert all(r["idle_cores"] >= 0 for r in rows)
-    old = json.loads((RESULTS / "scaling.json").read_text()) if (RESULTS / "scaling.json").exists() else {}
-    (RESULTS / "scaling.json").write_text(json.dumps({**old, "idle_workers": rows}, indent=2) + "\n")
+    write_sections("scaling", idle_workers=rows)
 
 
 _CONTEXT_PROBE = """
@@ -615,8 +612,7 @@ def test_context_memory_per_run(tmp_path):
     assert row["shared_contexts"] == 1 and row["copies_contexts"] == len(blobs)
     assert row["shared_mib"] < row["copies_mib"]
     assert row["shared_unpickle_ms"] < row["copies_unpickle_ms"]  # a held context is not decoded again
-    old = json.loads((RESULTS / "scaling.json").read_text()) if (RESULTS / "scaling.json").exists() else {}
-    (RESULTS / "scaling.json").write_text(json.dumps({**old, "context_memory": row}, indent=2) + "\n")
+    write_sections("scaling", context_memory=row)
 
 
 def test_store_owner_loads_at_once(tmp_path):
@@ -665,8 +661,7 @@ def test_store_owner_loads_at_once(tmp_path):
         rows.append(row)
         print(json.dumps(row), flush=True)
     assert all(r["engine_ms_per_load"] > 0 for r in rows)
-    old = json.loads((RESULTS / "scaling.json").read_text()) if (RESULTS / "scaling.json").exists() else {}
-    (RESULTS / "scaling.json").write_text(json.dumps({**old, "store_owner_loads_at_once": rows}, indent=2) + "\n")
+    write_sections("scaling", store_owner_loads_at_once=rows)
 
 
 def test_store_owner_load(ray_cluster, tmp_path):
@@ -707,5 +702,4 @@ def test_store_owner_load(ray_cluster, tmp_path):
         rows.append(row)
         print(json.dumps(row), flush=True)
     assert all(r["engine_ms"] > 0 for r in rows)
-    old = json.loads((RESULTS / "scaling.json").read_text()) if (RESULTS / "scaling.json").exists() else {}
-    (RESULTS / "scaling.json").write_text(json.dumps({**old, "store_owner_load": rows}, indent=2) + "\n")
+    write_sections("scaling", store_owner_load=rows)

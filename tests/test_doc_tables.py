@@ -131,6 +131,17 @@ def test_the_writer_refuses_bad_input_and_writes_nothing(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_the_section_writer_replaces_its_sections_and_keeps_the_others(tmp_path):
+    rs = _load("bench_results", ROOT / "benchmarks" / "_results.py")
+    assert rs.read_sections("scaling", results=tmp_path) == {}
+    rs.write_sections("scaling", results=tmp_path, rows=[{"w": 1}], stores=[{"n": 2}])
+    rs.write_sections("scaling", results=tmp_path, rows=[{"w": 32}])
+    assert rs.read_sections("scaling", results=tmp_path) == {"rows": [{"w": 32}], "stores": [{"n": 2}]}
+    with pytest.raises(ValueError, match="needs at least one section"):
+        rs.write_sections("scaling", results=tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["scaling.json"]
+
+
 def test_every_rendered_table_names_simulated_rows():
     dt = _script()
     for name, (_, source, _) in dt.TABLES.items():
