@@ -44,8 +44,11 @@ bytes in a ``u1`` array (``state``). Each record carries ``backend`` and ``model
 
 from __future__ import annotations
 
+import atexit
 import hashlib
+import itertools
 import json
+import os
 import pickle
 import shutil
 import tempfile
@@ -123,27 +126,38 @@ class ForecastContext:
         with _SHARED_LOCK:
             _SHARED.setdefault(self.token, self)
 
-    def __reduce__(self):
-        # The state as one bytes object: a process that holds the context already skips it at the cost of a copy,
-        # where unpickling the state itself rebuilt every object of it (28 ms per run's method for Prophet Arena,
-        # on each worker for each run at once) only to drop it. Made at the first pickling and kept: the context
-        # is read-only once built, and a run's method is pickled several times (put for the workers, copied by
-        # the store owner, exported back, copied by the driver: 25 ms each for Prophet Arena).
+    def _state_blob(self) -> bytes:
+        """The context's attributes pickled: made at the first pickling and kept (the context is read-only once
+        built, and a run's method is pickled several times: put for the workers, copied by the store owner,
+        exported back, copied by the driver; 25 ms each for Prophet Arena)."""
         blob = self.__dict__.get("_pickled")
         if blob is None:
             state = {k: v for k, v in self.__dict__.items() if k != "_pickled"}
             blob = self.__dict__["_pickled"] = pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
-        return _shared_context, (self.token, blob)
+        return blob
+
+    def __reduce_ex__(self, protocol):
+        # The state as one bytes object: a process that holds the context already skips it, where unpickling the
+        # state itself rebuilt every object of it (28 ms per run's method for Prophet Arena, on each worker for
+        # each run at once) only to drop it. At protocol 5 it is a PickleBuffer: a pickler with a buffer
+        # callback (Ray's) ships it out of band, so a worker that holds the context reads a view of the object
+        # store and copies nothing (a 6.3 MB copy per method fetched, ~20 ms of a loaded worker's CPU, was most of
+        # a fetch); without one (pickle.dumps, checkpoints) the bytes stay in the stream as before.
+        blob = self._state_blob()
+        return _shared_context, (self.token, pickle.PickleBuffer(blob) if protocol >= 5 else blob)
+
+    def __reduce__(self):
+        return self.__reduce_ex__(2)
 
 
 _SHARED: "weakref.WeakValueDictionary[str, ForecastContext]" = weakref.WeakValueDictionary()
 _SHARED_LOCK = threading.Lock()
 
 
-def _shared_context(token: str, state: bytes) -> ForecastContext:
+def _shared_context(token: str, state) -> ForecastContext:
     """The context ``token`` names in this process: the one already here, else one made from ``state`` (its
-    pickled attributes: bytes that exist only inside the pickle stream being read, as
-    :meth:`ForecastContext.__reduce__` nested them; the engine's one unpickle, tests/engine/test_codec.py)."""
+    pickled attributes: bytes, or a view of them, that exist only inside the pickle being read, as
+    :meth:`ForecastContext.__reduce_ex__` nested them; the engine's one unpickle, tests/engine/test_codec.py)."""
     with _SHARED_LOCK:
         ctx = _SHARED.get(token)
     if ctx is not None:
@@ -171,20 +185,43 @@ def _activate_prompts(ctx: ForecastContext) -> None:
     _ACTIVE_PROMPTS.add(key)
 
 
+_TEMP_ROOT: tuple[int, str] | None = None  # (pid, folder): this process's parent of per-call workspaces
+_TEMP_LOCK = threading.Lock()
+_TEMP_CALLS = itertools.count()
+
+
+def _temp_root() -> str:
+    """This process's private folder (``mkdtemp``, mode 0700) for the per-call workspaces, made at its first
+    call and removed at exit; a forked child makes its own."""
+    global _TEMP_ROOT
+    with _TEMP_LOCK:
+        if _TEMP_ROOT is None or _TEMP_ROOT[0] != os.getpid():
+            _TEMP_ROOT = (os.getpid(), tempfile.mkdtemp(prefix="forecast-"))
+            atexit.register(shutil.rmtree, _TEMP_ROOT[1], True)
+        return _TEMP_ROOT[1]
+
+
 @contextmanager
 def _workspace(ctx: ForecastContext, run_key: str, episodes: Sequence[Episode]):
-    """``<run.workspace>/<run key>/ep<first id>`` (kept), else a temporary folder (removed)."""
+    """``<run.workspace>/<run key>/ep<first id>`` (kept), else a temporary folder (removed).
+
+    Either folder is made only when something is written there (every writer makes its parents: item folders,
+    MemTools, a seeded procedural store): most shares (MemRL, ReMe, Mem0 on evidence) write nothing, so they
+    leave no empty folder behind and pay one ``lstat`` instead of making and removing a folder (10 us against
+    60-190 us on this VM's ext4, with 32 workers' shares doing it at once). The temporary one is a new name under
+    this process's :func:`_temp_root`."""
     if ctx.workspace:
         path = Path(ctx.workspace) / run_key / f"ep{episodes[0].episode_id:05d}"
-        shutil.rmtree(path, ignore_errors=True)  # a rerun of the round after a crash starts clean
-        path.mkdir(parents=True, exist_ok=True)
+        if os.path.lexists(path):  # a rerun of the round after a crash starts clean
+            shutil.rmtree(path, ignore_errors=True)
         yield path
         return
-    tmp = tempfile.mkdtemp(prefix="forecast-")
+    tmp = Path(_temp_root()) / f"call{next(_TEMP_CALLS):08d}"
     try:
-        yield Path(tmp)
+        yield tmp
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        if os.path.lexists(tmp):
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _usage_records(meter: MeteredBackend, qids: Sequence[str]) -> list[dict]:

@@ -175,3 +175,93 @@ def test_runs_of_one_experiment_share_one_context_per_process(pa_folder, tmp_pat
     out = subprocess.run([sys.executable, "-c", code, str(probe)], capture_output=True, text=True, cwd=ROOT,
                          check=True).stdout.split()
     assert out == ["1", str(len(exp.ctx.items)), exp.ctx.token, "False"]  # a fresh process (a worker): one copy
+
+
+def test_a_context_travels_out_of_band_where_the_pickler_allows_it(pa_folder, tmp_path):
+    """At protocol 5 with a buffer callback (how Ray ships a run's method) the context's state leaves the stream
+    as one out-of-band buffer: a process that holds the context resolves it without reading the buffer, one that
+    does not builds it from the buffer; a plain pickle keeps the state in the stream."""
+    import pickle
+
+    from engine.config import load_toml
+
+    task = ProphetArenaTask()
+    exp = task.parse(load_toml(_toml(pa_folder, tmp_path)), RunOptions(config_path=tmp_path / "pa.toml",
+                                                                       out=tmp_path / "o"))
+    task.prepare(exp)
+    method = task.make_method(exp, task.runs(exp)[0])
+    buffers = []
+    stream = pickle.dumps(method, protocol=5, buffer_callback=buffers.append)
+    state = exp.ctx._state_blob()
+    assert [b.raw().nbytes for b in buffers] == [len(state)] and len(stream) < len(state) // 10
+    assert pickle.loads(stream, buffers=buffers).ctx is exp.ctx  # held here: the buffer is not read
+    with pytest.raises(pickle.UnpicklingError):  # the stream alone does not carry the state
+        pickle.loads(stream)
+    plain = pickle.dumps(method, protocol=5)
+    assert len(plain) > len(state) and pickle.loads(plain).ctx is exp.ctx
+    assert pickle.loads(pickle.dumps(method, protocol=4)).ctx is exp.ctx
+    probe = tmp_path / "oob.pkl"
+    probe.write_bytes(pickle.dumps((stream, [bytes(b.raw()) for b in buffers])))
+    code = ("import pickle, sys; stream, bufs = pickle.loads(open(sys.argv[1], 'rb').read()); "
+            "m = pickle.loads(stream, buffers=[memoryview(b) for b in bufs]); print(len(m.ctx.items), m.ctx.token)")
+    out = subprocess.run([sys.executable, "-c", code, str(probe)], capture_output=True, text=True, cwd=ROOT,
+                         check=True).stdout.split()
+    assert out == [str(len(exp.ctx.items)), exp.ctx.token]  # a fresh process builds it from the buffer
+
+
+def test_a_share_makes_its_workspace_only_when_it_writes_there(pa_folder, tmp_path, monkeypatch):
+    """A share's workspace exists only if something writes there (ForeDreamer's seeded tools and item folders;
+    MemRL on evidence writes nothing): under ``run.workspace`` it is kept, and a rerun of the round starts it clean;
+    without one, each share gets a new name under one private folder per process, removed when the share ends."""
+    import dataclasses
+    import stat
+    import tempfile
+
+    from engine.config import load_toml
+    from engine.forecast import round_methods as rm
+    from engine.forecast.simulated import simulated_backend
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr(rm, "_TEMP_ROOT", None)
+    made = []
+    real_rmtree = rm.shutil.rmtree
+    def rmtree(p, *a, **k):  # the workspaces removed (the sandbox's own temporary folders aside)
+        if Path(p).name.startswith(("ep", "call")):
+            made.append(Path(p))
+        return real_rmtree(p, *a, **k)
+
+    monkeypatch.setattr(rm.shutil, "rmtree", rmtree)
+    task = ProphetArenaTask()
+    exp = task.parse(load_toml(_toml(pa_folder, tmp_path)), RunOptions(config_path=tmp_path / "pa.toml",
+                                                                       out=tmp_path / "o"))
+    task.prepare(exp)
+    llm = simulated_backend()
+    kept = Path(exp.ctx.workspace)
+
+    def share(ctx):
+        for run in task.runs(exp):  # foredreamer, then memrl
+            method = task.make_method(exp, run)
+            method.ctx = ctx
+            ep = task.episodes(exp, run)[0]
+            (res,) = method.run_episodes(method.snapshot(), [ep], llm)
+            assert res.record["llm_calls"] > 0
+        return ep
+
+    share(exp.ctx)
+    runs = sorted(p.name for p in kept.iterdir())
+    assert len(runs) == 1 and runs[0].startswith("foredreamer")  # MemRL's share made no folder
+    (folder,) = (kept / runs[0]).iterdir()
+    stale = folder / "stale.txt"
+    stale.write_text("left by a crashed share")
+    share(exp.ctx)  # the round again: starts clean, writes its folder again
+    assert folder.is_dir() and not stale.exists() and made == [folder]
+    made.clear()
+    ep = share(dataclasses.replace(exp.ctx, workspace=""))
+    (root,) = (tmp_path / "tmp").iterdir()
+    assert stat.S_IMODE(root.stat().st_mode) == 0o700
+    assert len(made) == 1 and made[0].parent == root  # ForeDreamer's share wrote there; MemRL's made nothing
+    assert list(root.iterdir()) == []
+    temp = dataclasses.replace(exp.ctx, workspace="")
+    with rm._workspace(temp, "k", [ep]) as a, rm._workspace(temp, "k", [ep]) as b:
+        assert a != b and not a.exists() and a.parent == b.parent == root
