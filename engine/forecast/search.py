@@ -25,9 +25,11 @@ end-date parameter, map each hit to a SearchResult with its published date).
 from __future__ import annotations
 
 import re
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Protocol, Sequence, runtime_checkable
+from typing import ClassVar, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
@@ -106,11 +108,18 @@ class Okapi:
 
 @dataclass
 class CorpusSearch:
-    """Local hybrid BM25 + embedding search with a hard availability cutoff."""
+    """Local hybrid BM25 + embedding search with a hard availability cutoff.
+
+    A search is a function of ``(query, cutoff, k)`` over a fixed corpus, so the last :attr:`MEMO` answers are
+    kept per process (not pickled): every run of an experiment asks the same question's retrieval (the agent's
+    RAG context searches the question text at its cutoff), and a worker serving many runs at once answered it
+    once per run (a quarter of a Prophet Arena worker's samples at 32 workers)."""
 
     docs: list[SearchResult]
     embedder: object | None = None  # engine.embed Embedder; None = BM25 only
     _times: np.ndarray = field(init=False, repr=False)  # f8[n] POSIX seconds
+
+    MEMO: ClassVar[int] = 4096  # answers kept per process (least recently used dropped first)
 
     def __post_init__(self):
         if not self.docs:
@@ -129,6 +138,18 @@ class CorpusSearch:
             vecs = self.embedder.embed([d.title + "\n" + d.content for d in self.docs])
             self._index = NodeIndex(int(vecs.shape[1]))
             self._index.add(np.arange(len(self.docs), dtype=np.int64), vecs)
+        self._new_memo()
+
+    def _new_memo(self) -> None:
+        self._memo: OrderedDict[tuple, tuple[SearchResult, ...]] = OrderedDict()
+        self._memo_lock = threading.Lock()
+
+    def __getstate__(self):
+        return {k: v for k, v in self.__dict__.items() if k not in ("_memo", "_memo_lock")}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._new_memo()
 
     def available(self, cutoff: datetime) -> np.ndarray:
         """``i8[c]`` ids of documents available at or before ``cutoff``."""
@@ -139,6 +160,20 @@ class CorpusSearch:
             raise InputError(f"k must be >= 1, got {k}")
         if cutoff.tzinfo is None:
             raise InputError(f"cutoff must be timezone-aware, got {cutoff!r}")
+        key = (query, cutoff.timestamp(), int(k))
+        with self._memo_lock:
+            hit = self._memo.get(key)
+            if hit is not None:
+                self._memo.move_to_end(key)
+        if hit is None:
+            hit = tuple(self._search(query, cutoff, k))
+            with self._memo_lock:
+                self._memo[key] = hit
+                while len(self._memo) > self.MEMO:
+                    self._memo.popitem(last=False)
+        return list(hit)
+
+    def _search(self, query: str, cutoff: datetime, k: int) -> list[SearchResult]:
         cand = self.available(cutoff)
         if cand.size == 0:
             return []

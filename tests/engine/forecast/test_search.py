@@ -94,3 +94,30 @@ def test_okapi_scores_equal_rank_bm25_on_prophet_arena_sources(pa_folder):
     ref, ours = BM25Okapi(corpus), Okapi(corpus)
     for q in qs:
         assert ours.get_scores(tokenize(q.title)).tobytes() == ref.get_scores(tokenize(q.title)).tobytes()
+
+
+def test_a_repeated_search_is_answered_from_the_memo_with_the_same_results(monkeypatch):
+    """Every run of an experiment searches the same question at the same cutoff: the second asking is answered
+    from the process's memo (equal results, a fresh list), keyed by query, cutoff and k, bounded, and not pickled
+    with the corpus."""
+    import pickle
+
+    cs = _corpus(60, 5, embed=True)
+    ref = _corpus(60, 5, embed=True)
+    asked = []
+    real = CorpusSearch._search
+    monkeypatch.setattr(CorpusSearch, "_search", lambda self, *a: (asked.append(a), real(self, *a))[1])
+    queries = [("storm earnings", T0 + timedelta(days=50), 4), ("storm earnings", T0 + timedelta(days=51), 4),
+               ("storm earnings", T0 + timedelta(days=50), 5), ("vote", T0 + timedelta(days=50), 4)]
+    first = [cs.search(*q) for q in queries]
+    again = [cs.search(*q) for q in queries]
+    assert len(asked) == len(queries)  # each key once
+    assert first == again == [real(ref, *q) for q in queries] and first[0] is not again[0]
+    again[0].clear()
+    assert cs.search(*queries[0]) == first[0]  # the caller's list is its own
+    copy = pickle.loads(pickle.dumps(cs))
+    assert len(cs._memo) == 4 and len(copy._memo) == 0 and copy.search(*queries[0]) == first[0]
+    monkeypatch.setattr(CorpusSearch, "MEMO", 2)
+    for day in range(5):
+        cs.search("rate", T0 + timedelta(days=day), 3)
+    assert len(cs._memo) == 2
