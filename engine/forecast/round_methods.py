@@ -98,7 +98,7 @@ class ForecastContext:
     pickled to a worker on its own, so an unpickled copy resolves to the one this process already holds
     (:func:`_shared_context`; a Ray worker serving 48 runs at once kept 48 copies of the search corpus before).
     The context is read-only to the runs, as it is when the local executor runs them in one process; its state is
-    pickled once, at its first pickling (:meth:`__reduce__`).
+    pickled once, at its first pickling, and travels out of band where the pickler allows it (:meth:`__reduce_ex__`).
     """
 
     task: str  # "forecast" | "futurex"
@@ -208,8 +208,8 @@ def _workspace(ctx: ForecastContext, run_key: str, episodes: Sequence[Episode]):
     Either folder is made only when something is written there (every writer makes its parents: item folders,
     MemTools, a seeded procedural store): most shares (MemRL, ReMe, Mem0 on evidence) write nothing, so they
     leave no empty folder behind and pay one ``lstat`` instead of making and removing a folder (10 us against
-    60-190 us on this VM's ext4, with 32 workers' shares doing it at once). The temporary one is a new name under
-    this process's :func:`_temp_root`."""
+    58 us, or 191 us where an earlier run left the folder, on this VM's ext4). The temporary one is a new name
+    under this process's :func:`_temp_root`."""
     if ctx.workspace:
         path = Path(ctx.workspace) / run_key / f"ep{episodes[0].episode_id:05d}"
         if os.path.lexists(path):  # a rerun of the round after a crash starts clean
