@@ -197,8 +197,13 @@ def _temp_root() -> str:
     with _TEMP_LOCK:
         if _TEMP_ROOT is None or _TEMP_ROOT[0] != os.getpid():
             _TEMP_ROOT = (os.getpid(), tempfile.mkdtemp(prefix="forecast-"))
-            atexit.register(shutil.rmtree, _TEMP_ROOT[1], True)
+            atexit.register(_remove_temp_root, *_TEMP_ROOT)
         return _TEMP_ROOT[1]
+
+
+def _remove_temp_root(pid: int, path: str) -> None:
+    if os.getpid() == pid:  # a forked child that exits normally leaves its parent's folder alone
+        shutil.rmtree(path, ignore_errors=True)
 
 
 @contextmanager

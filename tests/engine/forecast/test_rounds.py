@@ -265,3 +265,7 @@ def test_a_share_makes_its_workspace_only_when_it_writes_there(pa_folder, tmp_pa
     temp = dataclasses.replace(exp.ctx, workspace="")
     with rm._workspace(temp, "k", [ep]) as a, rm._workspace(temp, "k", [ep]) as b:
         assert a != b and not a.exists() and a.parent == b.parent == root
+    rm._remove_temp_root(os.getpid() + 1, str(root))  # at a forked child's exit: not its folder
+    assert root.is_dir()
+    rm._remove_temp_root(os.getpid(), str(root))  # at this process's exit
+    assert not root.exists()
