@@ -6,11 +6,9 @@ See :mod:`engine.forecast.memory_baselines` for the release rule and why it is l
 from __future__ import annotations
 
 import json
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Callable, Hashable, Sequence
+from typing import Sequence
 
 from engine import codec
 from engine.baselines.common import Attempt, Outcome
@@ -37,43 +35,6 @@ class Release:
 
     keys: tuple[str, ...]
     updates: list[dict]
-
-
-class ReleaseMemo:
-    """A round's release made once per run and process: the streams of a share (and several shares of one
-    round on one worker) read the same snapshot and release the same outcomes with the same seeded requests,
-    so the first to ask computes it and the others reuse it. Bounded and thread-safe, keyed by the caller
-    (a digest of the snapshot's track and the outcomes released); a failed release is not kept: the next
-    caller retries."""
-
-    def __init__(self, size: int = 16):
-        self.size = size
-        self._lock = threading.Lock()
-        self._entries: OrderedDict[Hashable, Any] = OrderedDict()
-        self._making: dict[Hashable, threading.Lock] = {}
-
-    def get(self, key: Hashable, make: Callable[[], Any]) -> tuple[Any, bool]:
-        """``(value, made)``: the value under ``key``, computed by ``make()`` here (``made``) if absent."""
-        with self._lock:
-            if key in self._entries:
-                self._entries.move_to_end(key)
-                return self._entries[key], False
-            making = self._making.setdefault(key, threading.Lock())
-        with making:  # one caller computes a key; the others wait for it
-            with self._lock:
-                if key in self._entries:
-                    self._entries.move_to_end(key)
-                    return self._entries[key], False
-            try:
-                value = make()
-            finally:
-                with self._lock:
-                    self._making.pop(key, None)
-            with self._lock:
-                self._entries[key] = value
-                while len(self._entries) > self.size:
-                    self._entries.popitem(last=False)
-            return value, True
 
 
 def resolved_at(q, delay_h: float) -> datetime | None:

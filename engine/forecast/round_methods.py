@@ -44,9 +44,7 @@ bytes in a ``u1`` array (``state``). Each record carries ``backend`` and ``model
 
 from __future__ import annotations
 
-import atexit
 import hashlib
-import itertools
 import json
 import os
 import pickle
@@ -66,7 +64,7 @@ from engine import codec
 from engine.forecast.agent import MEMORY_MODES
 from engine.forecast.evolution import Evolution, ExperienceBank, Runner
 from engine.forecast.memtools import ProceduralStore
-from engine.forecast.outcome_memory import ReleaseMemo
+from engine.memo import Memo
 from engine.forecast.seed_tools import DEFAULT_GUIDE, seed_tool_sources
 from engine.llm.base import MeteredBackend, Usage, usage_fields
 from engine.rounds import Episode, EpisodeResult
@@ -146,9 +144,6 @@ class ForecastContext:
         blob = self._state_blob()
         return _shared_context, (self.token, pickle.PickleBuffer(blob) if protocol >= 5 else blob)
 
-    def __reduce__(self):
-        return self.__reduce_ex__(2)
-
 
 _SHARED: "weakref.WeakValueDictionary[str, ForecastContext]" = weakref.WeakValueDictionary()
 _SHARED_LOCK = threading.Lock()
@@ -185,48 +180,24 @@ def _activate_prompts(ctx: ForecastContext) -> None:
     _ACTIVE_PROMPTS.add(key)
 
 
-_TEMP_ROOT: tuple[int, str] | None = None  # (pid, folder): this process's parent of per-call workspaces
-_TEMP_LOCK = threading.Lock()
-_TEMP_CALLS = itertools.count()
-
-
-def _temp_root() -> str:
-    """This process's private folder (``mkdtemp``, mode 0700) for the per-call workspaces, made at its first
-    call and removed at exit; a forked child makes its own."""
-    global _TEMP_ROOT
-    with _TEMP_LOCK:
-        if _TEMP_ROOT is None or _TEMP_ROOT[0] != os.getpid():
-            _TEMP_ROOT = (os.getpid(), tempfile.mkdtemp(prefix="forecast-"))
-            atexit.register(_remove_temp_root, *_TEMP_ROOT)
-        return _TEMP_ROOT[1]
-
-
-def _remove_temp_root(pid: int, path: str) -> None:
-    if os.getpid() == pid:  # a forked child that exits normally leaves its parent's folder alone
-        shutil.rmtree(path, ignore_errors=True)
-
-
 @contextmanager
 def _workspace(ctx: ForecastContext, run_key: str, episodes: Sequence[Episode]):
     """``<run.workspace>/<run key>/ep<first id>`` (kept), else a temporary folder (removed).
 
-    Either folder is made only when something is written there (every writer makes its parents: item folders,
+    The kept folder is made only when something is written there (every writer makes its parents: item folders,
     MemTools, a seeded procedural store): most shares (MemRL, ReMe, Mem0 on evidence) write nothing, so they
-    leave no empty folder behind and pay one ``lstat`` instead of making and removing a folder (10 us against
-    58 us, or 191 us where an earlier run left the folder, on this VM's ext4). The temporary one is a new name
-    under this process's :func:`_temp_root`."""
+    leave no empty folder behind and pay one ``lstat`` instead of making and removing a folder."""
     if ctx.workspace:
         path = Path(ctx.workspace) / run_key / f"ep{episodes[0].episode_id:05d}"
         if os.path.lexists(path):  # a rerun of the round after a crash starts clean
             shutil.rmtree(path, ignore_errors=True)
         yield path
         return
-    tmp = Path(_temp_root()) / f"call{next(_TEMP_CALLS):08d}"
+    tmp = tempfile.mkdtemp(prefix="forecast-")
     try:
-        yield tmp
+        yield Path(tmp)
     finally:
-        if os.path.lexists(tmp):
-            shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _usage_records(meter: MeteredBackend, qids: Sequence[str]) -> list[dict]:
@@ -329,14 +300,14 @@ class MemoryBaselineMethod(_Experience):
         self.name, self.ctx, self.run_key = name, ctx, run_key
         # the track (MemRL / ReMe / FLEX with experience = true) as an empty runner builds it
         self.track = MemoryBaselineRunner(name, None, None, ctx.agent, ctx.memory_baselines, ctx.embedder).track
-        self._releases = ReleaseMemo()  # this run's releases in this process (:meth:`_release`)
+        self._releases = Memo()  # this run's releases in this process (:meth:`_release`)
 
     def __getstate__(self):
         return {k: v for k, v in self.__dict__.items() if k != "_releases"}  # the memo stays in its process
 
     def __setstate__(self, state):
         self.__dict__.update(state)
-        self._releases = ReleaseMemo()
+        self._releases = Memo()
 
     @property
     def sequential(self) -> bool:
@@ -395,7 +366,7 @@ class MemoryBaselineMethod(_Experience):
         """The release at the round's start, on ``track`` (this share's copy of the snapshot's track).
 
         Every share of the round makes it (the same seeded requests on the same snapshot: the same memory);
-        in one process it is made once per run (this method's :class:`~engine.forecast.outcome_memory.ReleaseMemo`:
+        in one process it is made once per run (this method's :class:`~engine.memo.Memo`:
         a share's streams and a worker's shares of one round reuse it). Its LLM usage counts for the round's
         first question only (``opens``), whoever made it.
         """

@@ -25,8 +25,6 @@ end-date parameter, map each hit to a SearchResult with its published date).
 from __future__ import annotations
 
 import re
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import ClassVar, Protocol, Sequence, runtime_checkable
@@ -35,6 +33,7 @@ import numpy as np
 
 from engine.errors import InputError
 from engine.forecast.data import Question
+from engine.memo import Memo
 
 _TOKEN = re.compile(r"[a-z0-9]+")
 
@@ -138,18 +137,14 @@ class CorpusSearch:
             vecs = self.embedder.embed([d.title + "\n" + d.content for d in self.docs])
             self._index = NodeIndex(int(vecs.shape[1]))
             self._index.add(np.arange(len(self.docs), dtype=np.int64), vecs)
-        self._new_memo()
-
-    def _new_memo(self) -> None:
-        self._memo: OrderedDict[tuple, tuple[SearchResult, ...]] = OrderedDict()
-        self._memo_lock = threading.Lock()
+        self._memo = Memo(self.MEMO)
 
     def __getstate__(self):
-        return {k: v for k, v in self.__dict__.items() if k not in ("_memo", "_memo_lock")}
+        return {k: v for k, v in self.__dict__.items() if k != "_memo"}
 
     def __setstate__(self, state):
         self.__dict__.update(state)
-        self._new_memo()
+        self._memo = Memo(self.MEMO)
 
     def available(self, cutoff: datetime) -> np.ndarray:
         """``i8[c]`` ids of documents available at or before ``cutoff``."""
@@ -160,18 +155,8 @@ class CorpusSearch:
             raise InputError(f"k must be >= 1, got {k}")
         if cutoff.tzinfo is None:
             raise InputError(f"cutoff must be timezone-aware, got {cutoff!r}")
-        key = (query, cutoff.timestamp(), int(k))
-        with self._memo_lock:
-            hit = self._memo.get(key)
-            if hit is not None:
-                self._memo.move_to_end(key)
-        if hit is None:
-            hit = tuple(self._search(query, cutoff, k))
-            with self._memo_lock:
-                self._memo[key] = hit
-                while len(self._memo) > self.MEMO:
-                    self._memo.popitem(last=False)
-        return list(hit)
+        hits, _ = self._memo.get((query, cutoff.timestamp(), int(k)), lambda: tuple(self._search(query, cutoff, k)))
+        return list(hits)
 
     def _search(self, query: str, cutoff: datetime, k: int) -> list[SearchResult]:
         cand = self.available(cutoff)

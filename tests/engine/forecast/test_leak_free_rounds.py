@@ -145,9 +145,9 @@ def test_episode_payloads_without_the_flag_open_their_round(tmp_path):
 def test_the_release_memo_computes_a_key_once_keeps_no_failure_and_is_bounded():
     import threading
 
-    from engine.forecast.outcome_memory import ReleaseMemo
+    from engine.memo import Memo
 
-    memo, calls, gate = ReleaseMemo(size=2), [], threading.Barrier(4)
+    memo, calls, gate = Memo(size=2), [], threading.Barrier(4)
 
     def slow():
         calls.append(1)

@@ -166,7 +166,7 @@ def test_runs_of_one_experiment_share_one_context_per_process(pa_folder, tmp_pat
     other = dataclasses.replace(exp.ctx, rel_tol=0.5)  # another context: its own token, its own object
     assert other.token != exp.ctx.token and pickle.loads(pickle.dumps(other)) is other
     # the state is pickled once per context, at its first pickling, and not into itself
-    assert exp.ctx.__reduce__()[1][1] is exp.ctx.__reduce__()[1][1] is not other.__reduce__()[1][1]
+    assert exp.ctx.__reduce_ex__(4)[1][1] is exp.ctx.__reduce_ex__(4)[1][1] is not other.__reduce_ex__(4)[1][1]
     probe = tmp_path / "blobs.pkl"
     probe.write_bytes(pickle.dumps(blobs))
     code = ("import pickle, sys; blobs = pickle.loads(open(sys.argv[1], 'rb').read()); "
@@ -210,25 +210,18 @@ def test_a_context_travels_out_of_band_where_the_pickler_allows_it(pa_folder, tm
 
 
 def test_a_share_makes_its_workspace_only_when_it_writes_there(pa_folder, tmp_path, monkeypatch):
-    """A share's workspace exists only if something writes there (ForeDreamer's seeded tools and item folders;
-    MemRL on evidence writes nothing): under ``run.workspace`` it is kept, and a rerun of the round starts it clean;
-    without one, each share gets a new name under one private folder per process, removed when the share ends."""
-    import dataclasses
-    import stat
-    import tempfile
-
+    """A share's folder under ``run.workspace`` exists only if something writes there (ForeDreamer's seeded tools
+    and item folders; MemRL on evidence writes nothing), is kept, and a rerun of the round starts it clean."""
     from engine.config import load_toml
     from engine.forecast import round_methods as rm
     from engine.forecast.simulated import simulated_backend
 
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
-    (tmp_path / "tmp").mkdir()
-    monkeypatch.setattr(rm, "_TEMP_ROOT", None)
-    made = []
+    removed = []
     real_rmtree = rm.shutil.rmtree
-    def rmtree(p, *a, **k):  # the workspaces removed (the sandbox's own temporary folders aside)
-        if Path(p).name.startswith(("ep", "call")):
-            made.append(Path(p))
+
+    def rmtree(p, *a, **k):  # the share folders removed (the sandbox's own temporary folders aside)
+        if Path(p).name.startswith("ep"):
+            removed.append(Path(p))
         return real_rmtree(p, *a, **k)
 
     monkeypatch.setattr(rm.shutil, "rmtree", rmtree)
@@ -239,33 +232,18 @@ def test_a_share_makes_its_workspace_only_when_it_writes_there(pa_folder, tmp_pa
     llm = simulated_backend()
     kept = Path(exp.ctx.workspace)
 
-    def share(ctx):
+    def share():
         for run in task.runs(exp):  # foredreamer, then memrl
             method = task.make_method(exp, run)
-            method.ctx = ctx
-            ep = task.episodes(exp, run)[0]
-            (res,) = method.run_episodes(method.snapshot(), [ep], llm)
+            (res,) = method.run_episodes(method.snapshot(), [task.episodes(exp, run)[0]], llm)
             assert res.record["llm_calls"] > 0
-        return ep
 
-    share(exp.ctx)
+    share()
     runs = sorted(p.name for p in kept.iterdir())
     assert len(runs) == 1 and runs[0].startswith("foredreamer")  # MemRL's share made no folder
     (folder,) = (kept / runs[0]).iterdir()
     stale = folder / "stale.txt"
     stale.write_text("left by a crashed share")
-    share(exp.ctx)  # the round again: starts clean, writes its folder again
-    assert folder.is_dir() and not stale.exists() and made == [folder]
-    made.clear()
-    ep = share(dataclasses.replace(exp.ctx, workspace=""))
-    (root,) = (tmp_path / "tmp").iterdir()
-    assert stat.S_IMODE(root.stat().st_mode) == 0o700
-    assert len(made) == 1 and made[0].parent == root  # ForeDreamer's share wrote there; MemRL's made nothing
-    assert list(root.iterdir()) == []
-    temp = dataclasses.replace(exp.ctx, workspace="")
-    with rm._workspace(temp, "k", [ep]) as a, rm._workspace(temp, "k", [ep]) as b:
-        assert a != b and not a.exists() and a.parent == b.parent == root
-    rm._remove_temp_root(os.getpid() + 1, str(root))  # at a forked child's exit: not its folder
-    assert root.is_dir()
-    rm._remove_temp_root(os.getpid(), str(root))  # at this process's exit
-    assert not root.exists()
+    assert removed == []  # nothing to clean the first time
+    share()  # the round again: starts clean, writes its folder again
+    assert folder.is_dir() and not stale.exists() and removed == [folder]
