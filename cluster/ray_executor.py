@@ -4,8 +4,10 @@ Same interface and same results as :class:`engine.executor.LocalExecutor` at the
 same round size, whatever the number of workers (see :mod:`engine.rounds`).
 Per round:
 
-1. every store owner's ``snapshot()`` is called; the driver keeps only the
-   ObjectRefs (the arrays stay in Ray's object store, put there once);
+1. every store owner serves its ``snapshot()`` (the first round asks for it; a later
+   one reads what the previous apply call served with its acknowledgement: one
+   owner call a round); the driver keeps only the ObjectRefs (the arrays stay in
+   Ray's object store, put there once);
 2. the round is cut into contiguous shares (``chunks_per_worker`` per worker)
    dispatched through :class:`cluster.workers.EpisodePool` (``ray.util.ActorPool``
    conventions); each worker gets the snapshot refs as top-level arguments, so
@@ -15,9 +17,9 @@ Per round:
    serialization); each owner sorts them by episode id, applies them in that
    order and writes its state into the round's checkpoint staging folder; the
    driver then commits the checkpoint. Rounds without a checkpoint do not wait
-   for the owners' acknowledgements: the next round's snapshot calls queue
-   behind the applies on the same actors, and the acknowledgements are checked
-   before the next apply and at the end of the run.
+   for the owners' acknowledgements: the next round's shares wait for the
+   snapshot the apply serves, and the acknowledgements are checked before the
+   next apply and at the end of the run.
 
 At the end the driver's ``method`` takes the store owners' state (``join`` for
 several shards), so it ends exactly as after a local run.
@@ -240,6 +242,7 @@ class RayExecutor(RoundLoop):
         self._shares_left: dict[int, int] = {}
         self._share_refs: list = []  # the collected round's share refs (store owners apply them)
         self._acks: list = []  # the store owners' apply calls in flight
+        self._served: list | None = None  # the snapshot refs the last apply served (_apply), until a round reads them
 
     # the workers and what they were built from live in the fleet, which forks share (concurrent runs)
     def _set_workers(self, value) -> None:
@@ -425,6 +428,7 @@ class RayExecutor(RoundLoop):
         self._per_worker = [{"episodes": 0, "llm_calls": 0, "spans": [], "cpu": {}} for _ in range(self.n_workers)]
         self._server_start, self._server_now = {}, {}
         self._store_apply, self._round_of, self._finished, self._shares_left = [], {}, {}, {}
+        self._served = None
 
     def _submit_round(self, index, batch, progress):
         # Queued behind the previous round's apply on each store owner (an actor runs its calls in
@@ -436,8 +440,9 @@ class RayExecutor(RoundLoop):
         n_chunks = len(bounds) - 1
         if self._use_replicas:  # the workers apply round index - 1 themselves (module docstring)
             submit = functools.partial(self._replica_share, index)
-        else:
-            snapshot_refs = [s.snapshot.remote(self._run_key) for s in self._active_stores]
+        else:  # the snapshot the last apply served (the state now), else asked for
+            snapshot_refs, self._served = self._served or [s.snapshot.remote(self._run_key)
+                                                           for s in self._active_stores], None
             submit = functools.partial(_run_share, [self._method_ref, self._run_llm], snapshot_refs)
         self.pool.sort_idle()  # share i -> worker i: reruns of a round meet the same warm caches
         for e in batch:
@@ -561,7 +566,7 @@ class RayExecutor(RoundLoop):
         """The barrier: every store owner applies the round (the workers' share refs, no re-serialization).
 
         Without a checkpoint to commit the driver does not wait for the owners' acknowledgements:
-        the next round's snapshot calls queue behind the applies. They are checked before the next
+        the next round's shares wait for the snapshot the apply serves. They are checked before the next
         apply and before the run's end, so a failed apply still fails the run (and nothing of it is
         committed or returned).
         """
@@ -569,8 +574,15 @@ class RayExecutor(RoundLoop):
             self._share_refs = []
             return
         self._check_acks()
-        self._acks = [s.apply_shares.remote(self._run_key, index, None if staging is None else str(staging),
-                                            *self._share_refs) for s in self._active_stores]
+        args = (self._run_key, index, None if staging is None else str(staging), *self._share_refs)
+        # a round still to be submitted reads the state this apply leaves: the same call serves its snapshot
+        # (round index + pipeline_rounds + 1 is submitted next; Prophet Arena's 96 runs at once made 2,800
+        # snapshot calls a pass)
+        if index + self.pipeline_rounds + 1 < self._rounds_total:
+            pairs = [s.apply_shares_and_serve.options(num_returns=2).remote(*args) for s in self._active_stores]
+            self._acks, self._served = [a for a, _ in pairs], [snap for _, snap in pairs]
+        else:
+            self._acks, self._served = [s.apply_shares.remote(*args) for s in self._active_stores], None
         self._share_refs = []
         if staging is not None:  # the checkpoint is committed right after: wait for every owner
             self._check_acks()
@@ -589,7 +601,7 @@ class RayExecutor(RoundLoop):
                 ok = False
                 self._finish(method, False)
                 raise
-        self._acks = []
+        self._acks, self._served = [], None
         if not ok:  # a dead store owner or worker may be why: start fresh next run
             if self._owns_fleet:
                 self._kill(self.workers + self.stores)

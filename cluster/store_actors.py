@@ -12,7 +12,8 @@ Per round the owner serves a read-only snapshot (its return value lives in Ray's
 object store; workers receive the ObjectRef as a top-level argument, so their NumPy
 arrays map the shared memory without a copy), then at the barrier applies the
 round's results in episode order and writes its state into the round's checkpoint
-staging folder. Updates are keyed by episode id: a round delivered twice is ignored,
+staging folder; when a later round will read the state this apply leaves, the same
+call serves that snapshot (:meth:`StoreOwner.apply_shares_and_serve`). Updates are keyed by episode id: a round delivered twice is ignored,
 an episode id already applied in another round is refused. An actor runs its calls
 one at a time, in the order one driver submitted them, so a run's snapshot for
 round k+1 is served after its apply of round k, whatever the other runs submit
@@ -151,6 +152,11 @@ class StoreOwner:
         """
         results = sorted((r for share in shares for r in share[0]), key=lambda r: r.episode_id)
         return self.apply(run, round_index, results, staging)
+
+    def apply_shares_and_serve(self, run: str, round_index: int, staging: str | None, *shares) -> tuple[dict, dict]:
+        """:meth:`apply_shares`, then the run's snapshot as :meth:`snapshot` gives it after this apply (called with
+        ``num_returns=2``): what the run's next round reads, with one call a round instead of two."""
+        return self.apply_shares(run, round_index, staging, *shares), self.snapshot(run)
 
     def export(self, run: str):
         """The run's shard, pickled back to the driver at the end of the run (then forgotten)."""

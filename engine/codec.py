@@ -17,7 +17,10 @@ unknown class, an object dtype, a buffer outside the file or nesting deeper than
 wrong. Shared references are not kept (each occurrence is its own copy) and cycles are refused.
 
 Layout: ``MAGIC``, the header's length (8 bytes, little-endian), the UTF-8 JSON header, zero
-padding to a multiple of 64, then the buffers (each at an offset that is a multiple of 64).
+padding to a multiple of 64, then the buffers (each at an offset that is a multiple of 64). An
+object array whose elements are all ``str`` (a memory's text column) is two buffers: the strings
+joined in UTF-8 and each one's length in characters (``<i8``); JSON-escaping them cost a MemRL
+experience track's pack and unpack 2-3 times the rest. Other object arrays are JSON in the header.
 """
 
 from __future__ import annotations
@@ -156,6 +159,10 @@ class _Writer:
     def array(self, a: np.ndarray, where: str) -> list:
         if a.dtype == object:  # text columns: every element a plain str, int, float, bool or None
             flat = a.ravel().tolist()
+            if all(type(v) is str for v in flat):
+                text = _text_buffers(flat)
+                if text is not None:
+                    return ["|T", list(a.shape)] + self.buffer(text[0]) + self.buffer(text[1])
             if not all(v is None or type(v) in _PLAIN for v in flat):
                 bad = next(type(v) for v in flat if not (v is None or type(v) in _PLAIN))
                 raise TypeError(f"{where}: an object array holding a {bad.__module__}.{bad.__qualname__} cannot be written")
@@ -165,6 +172,16 @@ class _Writer:
             raise TypeError(f"{where}: a structured array with Python object fields cannot be written")
         descr = np.lib.format.dtype_to_descr(a.dtype)
         return [descr, list(a.shape)] + self.buffer(np.ascontiguousarray(a).tobytes())
+
+
+def _text_buffers(flat: list) -> tuple[bytes, bytes] | None:
+    """An all-``str`` object array as (its strings joined in UTF-8, each one's length in characters as ``<i8``);
+    None where a string does not encode (a lone surrogate: JSON escapes it)."""
+    try:
+        raw = "".join(flat).encode("utf-8")
+    except UnicodeEncodeError:
+        return None
+    return raw, np.fromiter(map(len, flat), dtype="<i8", count=len(flat)).tobytes()
 
 
 def dumps(value: Any) -> bytes:
@@ -197,6 +214,8 @@ class _Reader:
     def array(self, spec) -> np.ndarray:
         if isinstance(spec, list) and len(spec) == 3 and spec[0] == "|O":
             return self.object_array(spec[1], spec[2])
+        if isinstance(spec, list) and len(spec) == 6 and spec[0] == "|T":
+            return self.text_array(spec[1], spec[2:4], spec[4:6])
         if not isinstance(spec, list) or len(spec) != 4:
             raise self.bad(f"a malformed array entry {spec!r}")
         descr, shape, at, n = spec
@@ -222,6 +241,26 @@ class _Reader:
             raise self.bad("an object array holds a value that is not plain text or a number")
         out = np.empty(len(values), dtype=object)
         out[:] = values
+        return out.reshape(shape)
+
+    def text_array(self, shape, text_ref, lengths_ref) -> np.ndarray:
+        """An object array of strings written as one UTF-8 buffer and each string's length (:func:`_text_buffers`)."""
+        if not isinstance(shape, list) or not all(type(s) is int and s >= 0 for s in shape):
+            raise self.bad(f"a malformed text array of shape {shape!r}")
+        n = math.prod(shape)
+        raw, lengths = self.span(text_ref), self.span(lengths_ref)
+        if len(lengths) != 8 * n:
+            raise self.bad(f"a text array of shape {shape} has {len(lengths)} bytes of lengths, not {8 * n}")
+        lengths = np.frombuffer(lengths, dtype="<i8")
+        try:
+            text = str(raw, "utf-8")
+        except UnicodeDecodeError as exc:
+            raise self.bad(f"a text array is not UTF-8 ({exc.reason})") from None
+        if n and (int(lengths.min()) < 0 or int(lengths.sum()) != len(text)):
+            raise self.bad(f"a text array's lengths do not add up to its {len(text)} characters")
+        ends = np.cumsum(lengths).tolist()
+        out = np.empty(n, dtype=object)
+        out[:] = [text[a:b] for a, b in zip([0] + ends[:-1], ends)]
         return out.reshape(shape)
 
     def dec(self, x, depth: int, live=None):

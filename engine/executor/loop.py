@@ -190,6 +190,7 @@ class RoundLoop:
         # its next round boundary (its checkpoint, if any, is kept) with RunCancelled
         self.cancel: threading.Event | None = None
         self._round_compute = 0.0  # the collected round's slowest worker compute, set by _collect_round
+        self._rounds_total = 0  # the current run's rounds (what a subclass may serve ahead for)
 
     # -- subclass hooks --------------------------------------------------------------------------
     def _start(self, method: Method, llm_factory: LLMFactory, cursor: Cursor | None) -> None: ...
@@ -258,6 +259,7 @@ class RoundLoop:
             self._record_stats(timing, 0.0, first, len(results), finished=True)
             return results
         sampler = None
+        self._rounds_total = len(batches)
         try:
             self._start(method, llm_factory, cursor)
             sampler = self.engine_probe().start() if self.engine_probe is not None else None

@@ -115,7 +115,7 @@ class ExperienceTrack:
         due = sorted((p for p in self.pending if p.resolved_at <= cutoff), key=lambda p: p.resolved_at)
         if not due:
             return None
-        reader = self.memory.reader(self.memory.snapshot())
+        reader = self.reader()
         release = Release(tuple(p.outcome.key for p in due), reader.observe([p.outcome for p in due], llm))
         self.install(release)
         return release
@@ -133,9 +133,18 @@ class ExperienceTrack:
         self.applied += [(release.keys[k], todo[release.keys[k]].resolved_at) for k in keep]
         return len(keep)
 
+    def reader(self):
+        """A reader of the memory as it is now (what retrieval and observation read)."""
+        return self.memory.reader(self.memory.snapshot())
+
+    def fork(self, shared: dict | None = None) -> "TrackFork":
+        """A copy for one stream of a round: this track's memory shared, its own queue (:class:`TrackFork`);
+        ``shared``: one dict given to every fork of this track (where the forks keep the memory's reader)."""
+        return TrackFork(self, {} if shared is None else shared)
+
     def preambles(self, tasks: Sequence) -> tuple[dict, dict]:
         """(qid -> experience section, qid -> retrieved ids) from the current memory."""
-        reader = self.memory.reader(self.memory.snapshot())
+        reader = self.reader()
         hits = reader.retrieve([experience_task(t) for t in tasks])
         text, ids = {}, {}
         for t, hs in zip(tasks, hits):
@@ -159,6 +168,34 @@ class ExperienceTrack:
         out = Outcome(key=f"{self.kind}:{q.qid}", seed=0, task=experience_task(q), attempts=(Attempt(attempt, success),),
                       success=success, reward=1.0 if success else -1.0, retrieved=tuple(retrieved))
         self.pending.append(_Pending(self.resolved_at(q), out))
+
+
+class TrackFork(ExperienceTrack):
+    """One stream's copy of a round's released track, in one process: the memory (read-only) and its reader are the
+    base track's, shared by every fork of it; the queue of outcomes and the list of those applied are the fork's own.
+
+    Every stream and share of a forecasting round reads the same released memory and queues its own questions'
+    outcomes (:meth:`engine.forecast.round_methods.MemoryBaselineMethod.run_episodes`), so a round's track is
+    decoded, released and read (its reader: a snapshot of every memory column) once per process instead of once per
+    stream. The base must not change while forked. A release that applies outcomes here (a stream whose questions
+    span an outcome's resolution, which the round plan rules out) first takes a private copy of the memory (copy on
+    write). Not a data type: a fork is never written."""
+
+    def __init__(self, base: ExperienceTrack, shared: dict):
+        self.kind, self.cfg, self.memory = base.kind, base.cfg, base.memory
+        self.pending, self.applied = list(base.pending), list(base.applied)
+        self._base_memory, self._shared = base.memory, shared
+
+    def reader(self):
+        if self.memory is not self._base_memory:  # its own copy since a release applied here
+            return super().reader()
+        reader = self._shared.get("reader")
+        return reader if reader is not None else self._shared.setdefault("reader", super().reader())
+
+    def install(self, release: Release) -> int:
+        if self.memory is self._base_memory and {p.outcome.key for p in self.pending} & set(release.keys):
+            self.memory = codec.loads(codec.dumps(self.memory), "a forked track's memory", live=self.memory)
+        return super().install(release)
 
 
 def experience_task(task) -> str:

@@ -69,6 +69,9 @@ from engine.forecast.seed_tools import DEFAULT_GUIDE, seed_tool_sources
 from engine.llm.base import MeteredBackend, Usage, usage_fields
 from engine.rounds import Episode, EpisodeResult
 
+# the rounds in progress in this process of every forecasting run it serves (MemoryBaselineMethod._round_track):
+# each a released experience track and its memory's reader (a few MB for 84 questions), so only a few are kept
+_ROUND_TRACKS = Memo(8)
 TOOL_MODES = ("foredreamer", "market_informed")  # modes whose subagent runs MemTools in the sandbox
 USAGE_FIELDS = ("calls", "samples", "prompt_tokens", "completion_tokens", "latency_s", "cached_tokens",
                 "cache_prompt_tokens")
@@ -300,14 +303,14 @@ class MemoryBaselineMethod(_Experience):
         self.name, self.ctx, self.run_key = name, ctx, run_key
         # the track (MemRL / ReMe / FLEX with experience = true) as an empty runner builds it
         self.track = MemoryBaselineRunner(name, None, None, ctx.agent, ctx.memory_baselines, ctx.embedder).track
-        self._releases = Memo()  # this run's releases in this process (:meth:`_release`)
+        self._instance = uuid.uuid4().hex  # this object in this process: its rounds' key in _ROUND_TRACKS
 
     def __getstate__(self):
-        return {k: v for k, v in self.__dict__.items() if k != "_releases"}  # the memo stays in its process
+        return {k: v for k, v in self.__dict__.items() if k != "_instance"}  # a copy is another instance
 
     def __setstate__(self, state):
         self.__dict__.update(state)
-        self._releases = Memo()
+        self._instance = uuid.uuid4().hex
 
     @property
     def sequential(self) -> bool:
@@ -315,7 +318,12 @@ class MemoryBaselineMethod(_Experience):
         return self.track is not None
 
     def snapshot(self) -> dict[str, np.ndarray]:
-        return {} if self.track is None else {"state": pack(self.track)}
+        """The track (``state``) and its queue's keys and resolution times (``pending``: what a share's first
+        cutoff releases, known before the track is decoded)."""
+        if self.track is None:
+            return {}
+        return {"state": pack(self.track), "pending": pack(tuple((p.outcome.key, p.resolved_at)
+                                                                  for p in self.track.pending))}
 
     def run_episodes(self, snapshot, episodes: Sequence[Episode], llm) -> list[EpisodeResult]:
         from engine.forecast.memory_baselines import MemoryBaselineRunner
@@ -328,10 +336,10 @@ class MemoryBaselineMethod(_Experience):
         with _workspace(ctx, self.run_key, episodes) as ws:
             mr = MemoryBaselineRunner(self.name, meter, ctx.search, ctx.agent, ctx.memory_baselines, ctx.embedder,
                                       ws / f"rollouts-{self.name}")
-            if self.track is not None:
-                mr.track = unpack(snapshot["state"], live=mr.track)  # the outcomes released before this round, none after
-                release = self._release(mr.track, snapshot["state"], ctx.items[qids[0]].cutoff, llm, meter,
-                                        bool(episodes[0].payload[2]) if len(episodes[0].payload) > 2 else True)
+            if self.track is not None:  # the outcomes released before this round, none after
+                base, release = self._round_track(snapshot, ctx.items[qids[0]].cutoff, mr.track, llm, meter,
+                                                  bool(episodes[0].payload[2]) if len(episodes[0].payload) > 2 else True)
+                mr.track = base[0].fork(base[1])
                 queued = len(mr.track.pending)
             eps = mr.rollouts([ctx.items[q] for q in qids])
             if self.track is not None and len(mr.batches) != 1:
@@ -362,30 +370,32 @@ class MemoryBaselineMethod(_Experience):
                 results[0].updates["release"] = pack(release)
         return results
 
-    def _release(self, track, state, cutoff, llm, meter: MeteredBackend, opens: bool):
-        """The release at the round's start, on ``track`` (this share's copy of the snapshot's track).
+    def _round_track(self, snapshot, cutoff, live, llm, meter: MeteredBackend, opens: bool):
+        """``((track, shared), release)``: the snapshot's track after the release at ``cutoff`` (this stream's
+        first), made once in this process (:data:`_ROUND_TRACKS`) and forked by every stream and share of the round
+        here (:meth:`~engine.forecast.outcome_memory.ExperienceTrack.fork`: decoding the track and reading its
+        memory were a fifth of a Prophet Arena worker's time when each stream did both).
 
-        Every share of the round makes it (the same seeded requests on the same snapshot: the same memory);
-        in one process it is made once per run (this method's :class:`~engine.memo.Memo`:
-        a share's streams and a worker's shares of one round reuse it). Its LLM usage counts for the round's
+        Every share of the round makes the same release (the same seeded requests on the same snapshot: the same
+        memory); ``live``: a track built from the context (its embedder). Keyed by this method instance, the
+        snapshot and what the release applies: the first cutoff differs between the streams of a round, but in a
+        leak-free round every question's cutoff releases the same outcomes. Its LLM usage counts for the round's
         first question only (``opens``), whoever made it.
         """
         from engine.executor import merge_usage
 
-        def make():
-            own = MeteredBackend(llm)
-            return track.release(cutoff, own), own.meter  # released into this share's copy as well
+        due = tuple(sorted(key for key, at in unpack(snapshot["pending"]) if at <= cutoff))
+        digest = hashlib.blake2b(np.ascontiguousarray(snapshot["state"]).data, digest_size=16).digest()
 
-        # keyed by what it releases (the share's first cutoff differs between the streams of a round, but in
-        # a leak-free round every question's cutoff releases the same outcomes) from which track
-        due = tuple(sorted(p.outcome.key for p in track.pending if p.resolved_at <= cutoff))
-        digest = hashlib.blake2b(np.ascontiguousarray(state).data, digest_size=16).digest()
-        (release, usage), made = self._releases.get((digest, due), make)
-        if not made and release is not None:
-            track.install(release)
+        def make():
+            track, own = unpack(snapshot["state"], live=live), MeteredBackend(llm)
+            release = track.release(cutoff, own)
+            return (track, {"reader": track.reader()}), release, own.meter  # the forks' reader, made once
+
+        base, release, usage = _ROUND_TRACKS.get((self._instance, digest, due), make)[0]
         if opens:
             merge_usage(meter.meter, usage)
-        return release
+        return base, release
 
     def apply(self, results) -> None:
         """The round's release (installed once: shares repeat it), then its outcomes queued in episode order."""

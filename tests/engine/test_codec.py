@@ -120,6 +120,24 @@ def test_a_class_with_its_own_state_is_rebuilt_by_it():
     assert back.n == 4 and back.live == "rebuilt"
 
 
+def test_text_arrays_travel_as_one_utf8_buffer_and_round_trip():
+    """An all-str object array (a memory's text column) is one UTF-8 buffer and its lengths, not JSON; mixed or
+    unencodable ones (a lone surrogate) stay in the header; both read back equal, as str."""
+    words = np.empty((2, 3), dtype=object)
+    words[:] = [["", "ünïcode", "日本語 text"], ["a\x00b", "emoji 🙂", "x" * 1000]]
+    mixed = np.array(["a", None, 2.5], dtype=object)
+    lone = np.array(["ok", "\ud800"], dtype=object)
+    empty = np.empty(0, dtype=object)
+    blob = codec.dumps({"w": words, "m": mixed, "l": lone, "e": empty})
+    header = blob[len(codec.MAGIC) + 8:len(codec.MAGIC) + 8 + int.from_bytes(blob[len(codec.MAGIC):len(codec.MAGIC) + 8], "little")]
+    assert b"emoji" not in header and b"emoji" in blob  # the text is in the buffer area, not the JSON header
+    back = codec.loads(blob)
+    for key, want in (("w", words), ("m", mixed), ("l", lone), ("e", empty)):
+        assert back[key].dtype == object and back[key].shape == want.shape and back[key].tolist() == want.tolist()
+    assert all(type(v) is str for v in back["w"].ravel())
+    assert codec.dumps(back) == blob
+
+
 def _file(header, body: bytes = b"") -> bytes:
     raw = json.dumps(header).encode() if not isinstance(header, bytes) else header
     head = codec.MAGIC + len(raw).to_bytes(8, "little") + raw
@@ -138,6 +156,15 @@ def _file(header, body: bytes = b"") -> bytes:
     (_file({"$a": ["<f8", [5], 0, 32]}, b"\0" * 32), "does not fill its 32 bytes"),
     (_file({"$a": ["|O", [1], [{"$o": ["tests.engine.test_codec:Point", {"$m": {"x": 1}}]}]]}), "not plain text"),
     (_file({"$a": ["|O8", [1], 0, 8]}, b"\0" * 8), "Python objects"),
+    (_file({"$a": ["|T", [2], 0, 3, 64, 16]}, b"abc" + b"\0" * 61 + np.array([1, 1], "<i8").tobytes()),
+     "lengths do not add up to its 3 characters"),
+    (_file({"$a": ["|T", [2], 0, 3, 64, 16]}, b"abc" + b"\0" * 61 + np.array([4, -1], "<i8").tobytes()),
+     "lengths do not add up"),
+    (_file({"$a": ["|T", [3], 0, 3, 64, 16]}, b"abc" + b"\0" * 61 + np.array([1, 2], "<i8").tobytes()),
+     "16 bytes of lengths, not 24"),
+    (_file({"$a": ["|T", [1], 0, 2, 64, 8]}, b"\xff\xfe" + b"\0" * 62 + np.array([2], "<i8").tobytes()),
+     "not UTF-8"),
+    (_file({"$a": ["|T", [1], 0, 2, 4096, 8]}, b"ab"), "outside the file"),
     (_file({"$a": [{"x": 1}, [1], 0, 8]}, b"\0" * 8), "unknown dtype"),
     (_file({"$q": 1}), "unknown or malformed entry '\\$q'"),
     (_file({"$m": {"a": {"$F": [1, 0]}}}), "malformed entry '\\$F'"),

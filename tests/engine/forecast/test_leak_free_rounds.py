@@ -174,3 +174,58 @@ def test_the_release_memo_computes_a_key_once_keeps_no_failure_and_is_bounded():
     assert memo.get("bad", lambda: "retried") == ("retried", True)  # a failure is not kept
     memo.get("third", lambda: 3)
     assert memo.get("k", lambda: "again") == ("again", True)  # the oldest entry went (size 2)
+
+
+def test_a_rounds_streams_decode_and_read_its_track_once(tmp_path, monkeypatch):
+    """The streams of a round fork one released track per process: the track is decoded once a round and its
+    memory's reader built once for the release and once for the round's retrievals, however many streams."""
+    from engine.forecast import outcome_memory, round_methods
+
+    task, exp, run = _experiment(tmp_path, "llm")
+    episodes = task.episodes(exp, run)
+    counts = {}
+    decode, read = round_methods.unpack, outcome_memory.ExperienceTrack.reader
+    for streams in (1, 3):
+        n = counts[streams] = {"decode": 0, "reader": 0}
+
+        def counted_unpack(arr, live=None, n=n):
+            n["decode"] += live is not None  # only the track is decoded against a live one
+            return decode(arr, live)
+
+        def counted_reader(track, n=n):
+            n["reader"] += 1
+            return read(track)
+
+        monkeypatch.setattr(round_methods, "unpack", counted_unpack)
+        monkeypatch.setattr(outcome_memory.ExperienceTrack, "reader", counted_reader)
+        LocalExecutor(streams_per_worker=streams).run(task.make_method(exp, run), episodes,
+                                                      task.llm_factory(exp, run), round_size=PLAN)
+    assert counts[3] == counts[1]
+    assert counts[1]["decode"] == len(PLAN)
+    assert counts[1]["reader"] == len(PLAN) + 4  # each round's retrievals, and the four rounds that release
+
+
+def test_a_fork_shares_the_memory_until_a_release_applies_in_it(tmp_path):
+    """A fork reads its base's memory; a release that applies in the fork copies the memory first (the base and
+    the other forks keep theirs); a fork is never written."""
+    from engine import codec
+    from engine.forecast.outcome_memory import TrackFork
+    from engine.forecast.round_methods import pack, unpack
+
+    task, exp, run = _experiment(tmp_path, "rule")
+    method = task.make_method(exp, run)
+    LocalExecutor().run(method, task.episodes(exp, run), task.llm_factory(exp, run), round_size=PLAN)
+    base = unpack(pack(method.track), live=method.track)
+    before = {k: v.tolist() for k, v in base.memory.snapshot().items()}
+    shared = {}
+    a, b = base.fork(shared), base.fork(shared)
+    assert isinstance(a, TrackFork) and a.memory is base.memory and a.reader() is b.reader()
+    assert a.pending == base.pending and a.pending is not base.pending
+    release = a.release(max(p.resolved_at for p in a.pending), task.llm_factory(exp, run)())
+    assert release is not None and not a.pending and len(a.applied) > len(base.applied)
+    assert a.memory is not base.memory and b.memory is base.memory  # copied on write
+    assert {k: v.tolist() for k, v in base.memory.snapshot().items()} == before and base.pending == b.pending
+    assert b.install(release) == len(release.keys) and b.memory is not base.memory
+    assert {k: v.tolist() for k, v in b.memory.snapshot().items()} == {k: v.tolist() for k, v in a.memory.snapshot().items()}
+    with pytest.raises(TypeError, match="TrackFork cannot be written"):
+        codec.dumps(a)
