@@ -576,7 +576,7 @@ class RayExecutor(RoundLoop):
         self._check_acks()
         args = (self._run_key, index, None if staging is None else str(staging), *self._share_refs)
         # a round still to be submitted reads the state this apply leaves: the same call serves its snapshot
-        # (round index + pipeline_rounds + 1 is submitted next; Prophet Arena's 96 runs at once made 2,800
+        # (round index + pipeline_rounds + 1 is submitted next; Prophet Arena's 96 runs at once made 1,888
         # snapshot calls a pass)
         if index + self.pipeline_rounds + 1 < self._rounds_total:
             pairs = [s.apply_shares_and_serve.options(num_returns=2).remote(*args) for s in self._active_stores]
