@@ -182,7 +182,7 @@ class TrackFork(ExperienceTrack):
     write). Not a data type: a fork is never written."""
 
     def __init__(self, base: ExperienceTrack, shared: dict):
-        self.kind, self.cfg, self.memory = base.kind, base.cfg, base.memory
+        self.__dict__.update(vars(base))  # every attribute the base has, the memory by reference
         self.pending, self.applied = list(base.pending), list(base.applied)
         self._base_memory, self._shared = base.memory, shared
 

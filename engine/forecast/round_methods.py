@@ -337,9 +337,8 @@ class MemoryBaselineMethod(_Experience):
             mr = MemoryBaselineRunner(self.name, meter, ctx.search, ctx.agent, ctx.memory_baselines, ctx.embedder,
                                       ws / f"rollouts-{self.name}")
             if self.track is not None:  # the outcomes released before this round, none after
-                base, release = self._round_track(snapshot, ctx.items[qids[0]].cutoff, mr.track, llm, meter,
-                                                  bool(episodes[0].payload[2]) if len(episodes[0].payload) > 2 else True)
-                mr.track = base[0].fork(base[1])
+                mr.track, release = self._round_track(snapshot, ctx.items[qids[0]].cutoff, mr.track, llm, meter,
+                                                      bool(episodes[0].payload[2]) if len(episodes[0].payload) > 2 else True)
                 queued = len(mr.track.pending)
             eps = mr.rollouts([ctx.items[q] for q in qids])
             if self.track is not None and len(mr.batches) != 1:
@@ -371,9 +370,9 @@ class MemoryBaselineMethod(_Experience):
         return results
 
     def _round_track(self, snapshot, cutoff, live, llm, meter: MeteredBackend, opens: bool):
-        """``((track, shared), release)``: the snapshot's track after the release at ``cutoff`` (this stream's
-        first), made once in this process (:data:`_ROUND_TRACKS`) and forked by every stream and share of the round
-        here (:meth:`~engine.forecast.outcome_memory.ExperienceTrack.fork`: decoding the track and reading its
+        """``(fork, release)``: a fork of the snapshot's track after the release at ``cutoff`` (this stream's
+        first); the released track is made once in this process (:data:`_ROUND_TRACKS`) and forked by every stream
+        and share of the round here (:meth:`~engine.forecast.outcome_memory.ExperienceTrack.fork`: decoding the track and reading its
         memory were a fifth of a Prophet Arena worker's time when each stream did both).
 
         Every share of the round makes the same release (the same seeded requests on the same snapshot: the same
@@ -390,12 +389,12 @@ class MemoryBaselineMethod(_Experience):
         def make():
             track, own = unpack(snapshot["state"], live=live), MeteredBackend(llm)
             release = track.release(cutoff, own)
-            return (track, {"reader": track.reader()}), release, own.meter  # the forks' reader, made once
+            return track, {"reader": track.reader()}, release, own.meter  # the forks' reader, made once
 
-        base, release, usage = _ROUND_TRACKS.get((self._instance, digest, due), make)[0]
+        track, shared, release, usage = _ROUND_TRACKS.get((self._instance, digest, due), make)[0]
         if opens:
             merge_usage(meter.meter, usage)
-        return base, release
+        return track.fork(shared), release
 
     def apply(self, results) -> None:
         """The round's release (installed once: shares repeat it), then its outcomes queued in episode order."""
